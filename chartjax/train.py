@@ -1,0 +1,213 @@
+"""chartjax training loop, read top to bottom (big_vision style).
+
+    chartjax-train --gin_file=gin_configs/tasks/figureqa_rn.gin --workdir=runs/rn
+
+Sections: distributed init -> mesh and rules -> task and input -> model, optimizer and
+sharded state -> resume -> jitted step -> loop (log, checkpoint, evaluate, NaN guard) -> close.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+
+import gin
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from chartjax import checkpoint as ckpt_lib
+from chartjax import config as config_lib
+from chartjax import evaluate as eval_lib
+from chartjax import mesh as mesh_lib
+from chartjax import optim
+from chartjax import state as state_lib
+from chartjax.data import pipeline
+from chartjax.run_log import RunLog
+from chartjax.tasks import registry
+
+
+def make_train_step(model_def: state_lib.ModelDef, task: registry.Task,
+                    tx: optax.GradientTransformation, sched: optax.Schedule) -> Callable:
+    def train_step(state, batch):
+        rng = jax.random.fold_in(jax.random.wrap_key_data(state["rng"]), state["step"])
+
+        def loss_fn(params):
+            model = model_def.merge(params, state["model_state"], rng)
+            loss, aux = task.loss(model, batch, train=True)
+            return loss, (aux, state_lib.split_model_state(model))
+
+        (loss, (aux, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state["params"])
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        new_state = {"step": state["step"] + 1,
+                     "params": optax.apply_updates(state["params"], updates),
+                     "opt_state": opt_state, "model_state": model_state, "rng": state["rng"]}
+        metrics = {"loss": loss, "grad_norm": optax.global_norm(grads),
+                   "learning_rate": sched(state["step"]), **aux}
+        return new_state, metrics
+
+    return train_step
+
+
+def _all_finite(tree) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+                              if jnp.issubdtype(x.dtype, jnp.floating)]))
+
+
+@gin.configurable(denylist=["workdir"])
+def train(workdir: str, *,
+          task: str = gin.REQUIRED,
+          model_fn: Callable = gin.REQUIRED,
+          global_batch_size: int = 32,
+          num_train_steps: int = 1000,
+          max_train_time_s: float | None = None,
+          seed: int = 0,
+          mesh_shape: tuple[int, ...] = (-1, 1),
+          rules: str = "data_parallel",
+          log_every: int = 50,
+          checkpoint_every: int = 500,
+          keep_checkpoints: int = 3,
+          eval_every: int = 0,
+          eval_batch_size: int | None = None,
+          best_metric: str | None = None,
+          flops_per_example: float | None = None,
+          final_eval: bool = True,
+          progress: bool = True) -> dict:
+    """Trains `model_fn` on `task`; returns the last logged metrics (and eval results)."""
+    # ---------------------------------------------------------------- distributed, mesh --
+    mesh_lib.initialize_distributed()
+    os.makedirs(workdir, exist_ok=True)
+    mesh = mesh_lib.make_mesh(mesh_shape)
+    axis_rules = mesh_lib.axis_rules(rules)
+    pid, nproc = jax.process_index(), jax.process_count()
+    if global_batch_size % mesh.shape["data"]:
+        raise ValueError(f"global_batch_size={global_batch_size} must be divisible by the "
+                         f"data axis ({mesh.shape['data']} devices)")
+    log = RunLog(workdir, enabled=pid == 0)
+    log.info(f"mesh {dict(mesh.shape)} over {jax.device_count()} devices "
+             f"({nproc} processes), rules={rules}")
+
+    # ---------------------------------------------------------------- task -------------
+    the_task = registry.get_task(task) if isinstance(task, str) else task
+
+    # ---------------------------------------------------------------- model, optimizer --
+    tx, sched = optim.make_optimizer()
+    spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
+    ckpt = ckpt_lib.Checkpointer(workdir, keep=keep_checkpoints, best_metric=best_metric)
+    ckpt.install_sigterm_handler()
+
+    # ---------------------------------------------------------------- resume -----------
+    if ckpt.latest_step() is not None:
+        state, meta = ckpt.restore(spec.abstract, spec.shardings)
+        if meta["global_batch_size"] != global_batch_size or meta["data_seed"] != seed:
+            raise ValueError(f"cannot resume {ckpt.dir}: it was written with global_batch_size="
+                             f"{meta['global_batch_size']}, seed={meta['data_seed']}")
+        log.info(f"resumed from step {int(meta['step'])} ({ckpt.dir})")
+    else:
+        state = init_fn()
+    start_step = int(jax.device_get(state["step"]))
+    log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
+    config_lib.save_config(workdir, gin.config_str())
+
+    # ---------------------------------------------------------------- input ------------
+    batches = the_task.train_batches(global_batch_size, seed, start_step, pid, nproc)
+    device_batches = pipeline.prefetch_to_device(batches, mesh, axis_rules,
+                                                 the_task.model_inputs)
+
+    # ---------------------------------------------------------------- jitted step ------
+    replicated = NamedSharding(mesh, PartitionSpec())
+    step_fn = jax.jit(make_train_step(spec.model_def, the_task, tx, sched),
+                      in_shardings=(spec.shardings, None), out_shardings=(spec.shardings,
+                                                                           replicated),
+                      donate_argnums=0)
+    finite_fn = jax.jit(_all_finite, out_shardings=replicated)
+
+    def meta_for(step):
+        return {"step": step, "examples_seen": step * global_batch_size,
+                "global_batch_size": global_batch_size, "data_seed": seed}
+
+    def save(step, force=False):
+        if not bool(jax.device_get(finite_fn(state["params"]))):
+            raise FloatingPointError(
+                f"parameters are NaN/Inf at step {step}; not saving. The last good checkpoint "
+                f"is step {ckpt.latest_step()} in {ckpt.dir}")
+        ckpt.save(step, state, meta_for(step), force=force)
+
+    def run_evals(step):
+        results = {}
+        with mesh_lib.activate(mesh, axis_rules):
+            for split in the_task.eval_splits:
+                out = eval_lib.evaluate_split(
+                    the_task, spec.model_def, state, mesh, axis_rules, split=split, step=step,
+                    global_batch_size=eval_batch_size or global_batch_size,
+                    out_dir=os.path.join(workdir, "eval"),
+                    checkpoint=os.path.join(ckpt.dir, str(step)))
+                results[split] = out["metrics"]
+                log.info(f"eval {split} @ {step}: " + ", ".join(
+                    f"{k}={v:.4f}" for k, v in out["metrics"].items()))
+        if best_metric and the_task.eval_splits:
+            first = results[the_task.eval_splits[0]]
+            ckpt.save_best(step, state, meta_for(step), first)
+        return results
+
+    # ---------------------------------------------------------------- loop -------------
+    log.start_progress(start_step, num_train_steps, enabled=progress)
+    t0 = time.time()
+    tick_time, tick_step, last, evals, stop_reason = None, start_step, {}, {}, "done"
+    step = start_step
+    with mesh_lib.activate(mesh, axis_rules):
+        while step < num_train_steps:
+            batch = next(device_batches)
+            state, metrics = step_fn(state, batch)
+            step += 1
+            log.advance()
+            if tick_time is None:
+                # The first step includes compilation: time from its end.
+                jax.block_until_ready(metrics["loss"])
+                tick_time, tick_step = time.time(), step
+            if step % log_every == 0 or step == num_train_steps:
+                m = {k: float(v) for k, v in jax.device_get(metrics).items()}
+                if not math.isfinite(m["loss"]):
+                    raise FloatingPointError(
+                        f"loss is {m['loss']} at step {step}; stopping. The last good "
+                        f"checkpoint is step {ckpt.latest_step()} in {ckpt.dir}")
+                now = time.time()
+                if step > tick_step:
+                    eps = (step - tick_step) * global_batch_size / (now - tick_time)
+                    m["examples_per_s"] = eps
+                    if flops_per_example:
+                        m["tflops_per_s_per_device"] = (
+                            eps * flops_per_example / jax.device_count() / 1e12)
+                tick_time, tick_step = now, step
+                m.update(step=step, elapsed_s=now - t0)
+                log.metrics(m)
+                last = m
+            if step % checkpoint_every == 0:
+                save(step)
+            if eval_every and step % eval_every == 0:
+                evals = run_evals(step)
+            over_time = max_train_time_s is not None and time.time() - t0 > max_train_time_s
+            if ckpt.should_stop(step) or over_time:
+                stop_reason = "preempted (SIGTERM)" if not over_time else "time budget"
+                break
+    # ---------------------------------------------------------------- close ------------
+    log.close_progress()
+    if ckpt.latest_step() != step:
+        save(step, force=True)
+    if final_eval and (not eval_every or step % eval_every):
+        if the_task.eval_splits and stop_reason != "preempted (SIGTERM)":
+            evals = run_evals(step)
+    ckpt.close()
+    log.info(f"stopped at step {step}: {stop_reason}")
+    config_lib.save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
+    log.close()
+    return {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
+
+
+def main(argv=None):
+    args = config_lib.parse_flags(argv, description=__doc__)
+    train(args.workdir)
