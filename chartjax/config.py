@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 
 import gin
@@ -26,8 +27,17 @@ def parse_flags(argv=None, *, description: str = "", extra=None) -> argparse.Nam
     return args
 
 
+class _QuietGinResourceLookups(logging.Filter):
+    # gin first tries every include as a package resource and logs an error when that fails,
+    # before it finds the file on the search path: noise, not a problem.
+    def filter(self, record):
+        return not str(record.msg).startswith("Path not found")
+
+
 def parse_gin(files, bindings=()) -> None:
     import chartjax.gin_imports  # noqa: F401  (registers every configurable)
+
+    logging.getLogger().addFilter(_QuietGinResourceLookups())
 
     gin.add_config_file_search_path(GIN_DIR)
     gin.add_config_file_search_path(REPO_ROOT)
