@@ -23,7 +23,7 @@ from chartjax import checkpoint as ckpt_lib
 from chartjax import config as config_lib
 from chartjax import evaluate as eval_lib
 from chartjax import mesh as mesh_lib
-from chartjax import optim
+from chartjax import optim, plots
 from chartjax import state as state_lib
 from chartjax.data import pipeline
 from chartjax.run_log import RunLog
@@ -208,6 +208,9 @@ def train(workdir: str, *,
     log.info(f"stopped at step {step}: {stop_reason}")
     config_lib.save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
     log.close()
+    if pid == 0 and last:
+        plots.plot_training_curves({os.path.basename(os.path.abspath(workdir)): workdir},
+                                   os.path.join(workdir, "training_curves.png"))
     return {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
 
 

@@ -1,0 +1,220 @@
+"""Generate a FigureQA-style corpus in the official release layout (Kahou et al., 2017).
+
+Layout written under `out_dir` (reference corpora.md §4.2-4.5):
+
+    train1/            png/<i>.png  qa_pairs.json  annotations.json   (colour scheme 1)
+    validation1/       same, scheme 1             validation2/  same, scheme 2 (alternated)
+    no_annot_test1/    png/  qa_pairs.json without "answer", no annotations.json (scheme 1)
+    no_annot_test2/    same, scheme 2
+    testset_with_answers/no_annot_test{1,2}/  qa_pairs.json (with answers)  annotations.json
+
+Determinism: image i of split s draws everything from numpy's SeedSequence([seed, split id, i]),
+figure types are a seeded balanced permutation per split, and yes/no balancing runs after all
+images of a split, in image order, with the split's own generator. So PNG and JSON bytes depend
+only on the seed, never on the number of worker processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from chartjax.synth.figureqa_data import FIGURE_TYPES, color_set, sample_source_data, scheme_set
+from chartjax.synth.figureqa_questions import (
+    NUM_TEMPLATES,
+    balance,
+    candidate_questions,
+    qa_pair,
+    to_color_ids,
+)
+
+# Stable ids that enter the seeds; never renumber (changes every generated corpus).
+SPLIT_IDS = {
+    "train1": 1,
+    "validation1": 2,
+    "validation2": 3,
+    "no_annot_test1": 4,
+    "no_annot_test2": 5,
+}
+ANSWERS_DIR = "testset_with_answers"  # the official internal name for the test answer keys
+NUM_COLORS = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec:
+    name: str
+    num_images: int
+    scheme: int  # 1 = training colours, 2 = alternated
+    public_answers: bool  # False for the no_annot test splits
+
+    @property
+    def split_id(self) -> int:
+        return SPLIT_IDS[self.name]
+
+
+def split_specs(train_images: int, val_images: int, test_images: int) -> list[SplitSpec]:
+    """The release's splits for the requested sizes; splits with 0 images are left out."""
+    specs = [
+        SplitSpec("train1", train_images, 1, True),
+        SplitSpec("validation1", val_images, 1, True),
+        SplitSpec("validation2", val_images, 2, True),
+        SplitSpec("no_annot_test1", test_images, 1, False),
+        SplitSpec("no_annot_test2", test_images, 2, False),
+    ]
+    for s in specs:
+        if s.num_images < 0:
+            raise ValueError(f"{s.name}: number of images must be >= 0, got {s.num_images}")
+    return [s for s in specs if s.num_images > 0]
+
+
+def figure_types(seed: int, spec: SplitSpec) -> list[str]:
+    """Balanced figure types (counts differ by at most one) in a seeded order."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, spec.split_id]).spawn(2)[0])
+    base = np.arange(spec.num_images) % len(FIGURE_TYPES)
+    return [FIGURE_TYPES[i] for i in rng.permutation(base)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageJob:
+    seed: int
+    split: str
+    scheme: int
+    index: int
+    figure_type: str
+    png_path: str
+
+
+def make_image(job: ImageJob) -> tuple[str, list[tuple[int, int, int, int]]]:
+    """Sample, question and render one figure; writes its PNG. Returns (annotation JSON text,
+    candidate questions as (question_id, color1_id, color2_id, answer))."""
+    from chartjax.synth.figureqa_render import render  # matplotlib only where rendering
+    from chartjax.synth.figureqa_style import sample_style
+
+    rng = np.random.default_rng(np.random.SeedSequence([job.seed, SPLIT_IDS[job.split], job.index]))
+    palette = color_set(scheme_set(job.figure_type, job.scheme))
+    data = sample_source_data(rng, job.figure_type, palette)
+    style = sample_style(rng, data)
+    candidates = to_color_ids(candidate_questions(rng, data), data)
+    png, models, info = render(data, style)
+    with open(job.png_path, "wb") as f:
+        f.write(png)
+    annotation = {
+        "type": job.figure_type,
+        "image_index": job.index,
+        "models": models,
+        "general_figure_info": info,
+    }
+    return json.dumps(annotation), candidates
+
+
+def _prepare_dir(path: Path, overwrite: bool) -> None:
+    if path.exists() and any(path.iterdir()):
+        if not overwrite:
+            raise FileExistsError(
+                f"{path} exists and is not empty (pass overwrite=True / --overwrite)"
+            )
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def _write_qa_pairs(path: Path, records: np.ndarray, with_answers: bool) -> None:
+    """Stream qa_pairs.json: {"qa_pairs": [...], "total_distinct_questions", "total_distinct_colors"}."""
+    with open(path, "w") as f:
+        f.write('{"qa_pairs": [')
+        for k, (image_index, qid, c1, c2, answer) in enumerate(records.tolist()):
+            if k:
+                f.write(", ")
+            f.write(json.dumps(qa_pair(image_index, qid, c1, c2, answer, with_answers)))
+        f.write(f'], "total_distinct_questions": {NUM_TEMPLATES}, ')
+        f.write(f'"total_distinct_colors": {NUM_COLORS}}}')
+
+
+def _results(jobs: list[ImageJob], workers: int) -> Iterator[tuple[str, list]]:
+    if workers <= 1:
+        yield from map(make_image, jobs)
+        return
+    # forkserver: workers do not inherit the parent's threads (jax/tf may be loaded there).
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["chartjax.synth.figureqa_render"])
+    with ctx.Pool(workers) as pool:
+        yield from pool.imap(make_image, jobs, chunksize=4)
+
+
+def generate_split(
+    out_dir: Path, spec: SplitSpec, seed: int, workers: int, overwrite: bool, log=None
+) -> dict:
+    split_dir = out_dir / spec.name
+    _prepare_dir(split_dir, overwrite)
+    (split_dir / "png").mkdir()
+    answers_dir = out_dir / ANSWERS_DIR / spec.name
+    if not spec.public_answers:
+        _prepare_dir(answers_dir, overwrite)
+    annotations_path = (split_dir if spec.public_answers else answers_dir) / "annotations.json"
+
+    types = figure_types(seed, spec)
+    jobs = [
+        ImageJob(seed, spec.name, spec.scheme, i, types[i], str(split_dir / "png" / f"{i}.png"))
+        for i in range(spec.num_images)
+    ]
+    rows: list[tuple[int, int, int, int, int]] = []
+    start = time.perf_counter()
+    with open(annotations_path, "w") as ann:
+        ann.write("[")
+        for i, (annotation, candidates) in enumerate(_results(jobs, workers)):
+            ann.write(", " if i else "")
+            ann.write(annotation)
+            rows.extend((i, *c) for c in candidates)
+            if log and (i + 1) % 1000 == 0:
+                rate = (i + 1) / (time.perf_counter() - start)
+                log(f"{spec.name}: {i + 1}/{spec.num_images} figures ({rate:.1f}/s)")
+        ann.write("]")
+    records = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+    balance_rng = np.random.default_rng(np.random.SeedSequence([seed, spec.split_id]).spawn(2)[1])
+    records = records[balance(records[:, 1], records[:, 4], balance_rng)]
+
+    _write_qa_pairs(split_dir / "qa_pairs.json", records, with_answers=spec.public_answers)
+    if not spec.public_answers:
+        _write_qa_pairs(answers_dir / "qa_pairs.json", records, with_answers=True)
+    elapsed = time.perf_counter() - start
+    return {
+        "split": spec.name,
+        "images": spec.num_images,
+        "questions": int(len(records)),
+        "seconds": round(elapsed, 2),
+        "figures_per_s": round(spec.num_images / elapsed, 2),
+    }
+
+
+def generate(
+    out_dir: str | os.PathLike,
+    train_images: int = 0,
+    val_images: int = 0,
+    test_images: int = 0,
+    seed: int = 0,
+    workers: int = 1,
+    overwrite: bool = False,
+    log=None,
+) -> list[dict]:
+    """Write the requested splits under `out_dir`; returns one summary dict per split."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    specs = split_specs(train_images, val_images, test_images)
+    if not specs:
+        raise ValueError("no images requested (train, validation and test sizes are all 0)")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = []
+    for spec in specs:
+        summary = generate_split(out, spec, seed, workers, overwrite, log)
+        if log:
+            log(json.dumps(summary))
+        summaries.append(summary)
+    return summaries

@@ -1,0 +1,171 @@
+"""ChartCheck as TFDS: one example per claim, read from the official CSV release.
+
+`manual_dir` holds `train.csv`, `val.csv`, `test.csv`, `test_two.csv` and a flat `images/`
+folder (DESIGN.md §8; formats and quirks: corpora.md §1). A split without its CSV is read from the
+JSON variant (`train.json`, `validation.json`, `test.json`, `test_two.json`) when that is present.
+Optional inputs: chart-type metadata (`<type>.json`, else chart type `unknown`) and reasoning-type
+annotations (else `[]`); see annotations.py.
+
+Example id: `<csv stem>:<index column as written>` (e.g. `test_two:198 qq`); JSON records use the
+stem of the CSV they stand for, so ids agree between the two variants.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import tensorflow_datasets as tfds
+from absl import logging
+
+from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
+from tfds_builders.common.images import read_rgb_png
+
+from . import records
+from .annotations import ChartTypes, ReasoningTypes
+
+# split -> (CSV stem, JSON stem). The CSV stem is the example-id prefix for both variants.
+SPLIT_FILES = {
+    "train": ("train", "train"),
+    "validation": ("val", "validation"),
+    "test_one": ("test", "test"),
+    "test_two": ("test_two", "test_two"),
+}
+LABELS = (records.REFUTES, records.SUPPORTS)  # label 1 = TRUE = supports
+
+_DESCRIPTION = """\
+ChartCheck (Akhtar et al., 2023): claims about real-world Wikimedia Commons charts, labelled
+supports/refutes with a written explanation. One example per claim. test_one shares charts with
+train; test_two holds unseen charts.
+"""
+_CITATION = """\
+@article{akhtar2023chartcheck,
+  title={ChartCheck: Explainable Fact-Checking over Real-World Chart Images},
+  author={Akhtar, Mubashara and Subedi, Nikesh and Gupta, Vivek and Tahmasebi, Sahar and
+          Cocarascu, Oana and Simperl, Elena},
+  journal={arXiv preprint arXiv:2311.07453},
+  year={2023}
+}
+"""
+
+
+class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
+    """ChartCheck from the official CSV (or JSON) release and the downloaded images."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "Initial release: one example per claim."}
+    MANUAL_DOWNLOAD_INSTRUCTIONS = """\
+    Copy train.csv, val.csv, test.csv and test_two.csv from
+    github.com/mubasharaak/chartfc_dataset_wikicommons (data/dataset/) into one folder, and
+    download every chart_img URL into its images/ subfolder (flat; any of the raw,
+    once-unquoted or twice-unquoted basenames). Optionally add the <chart type>.json metadata
+    files next to the CSVs, and the reasoning-type annotations
+    (claim_explanation_test_{one,two}_ID_reasoning.json). Pass the folder as --manual_dir.
+    Set CHARTJAX_SKIP_BAD=1 to skip (and count) claims whose image is missing or corrupt.
+    """
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return self.dataset_info_from_configs(
+            description=_DESCRIPTION,
+            features=tfds.features.FeaturesDict(
+                {
+                    "id": tfds.features.Text(),
+                    "image": tfds.features.Image(shape=(None, None, 3), encoding_format="png"),
+                    "image_url": tfds.features.Text(),
+                    "image_file": tfds.features.Text(),
+                    "caption": tfds.features.Text(),
+                    "claim": tfds.features.Text(),
+                    "label": tfds.features.ClassLabel(names=LABELS),
+                    "label_raw": tfds.features.Text(),
+                    "explanation": tfds.features.Text(),
+                    "chart_type": tfds.features.Text(),
+                    "reasoning_types": tfds.features.Sequence(tfds.features.Text()),
+                }
+            ),
+            supervised_keys=None,
+            homepage="https://github.com/mubasharaak/ChartCheck",
+            citation=_CITATION,
+        )
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+        root = os.fspath(dl_manager.manual_dir)
+        images = os.path.join(root, "images")
+        if not os.path.isdir(images):
+            raise BadInputError(images, "the flat images/ folder is missing from manual_dir")
+        self._images = records.ImageFolder(images)
+        self._chart_types = ChartTypes(root)
+        self._reasoning = ReasoningTypes(root)
+        logging.info(
+            "chartcheck: chart-type files %s; reasoning files %s",
+            self._chart_types.files or "none (chart_type = unknown)",
+            self._reasoning.files or "none (reasoning_types = [])",
+        )
+        generators = {}
+        for split, (csv_stem, json_stem) in SPLIT_FILES.items():
+            csv_path = os.path.join(root, f"{csv_stem}.csv")
+            json_path = os.path.join(root, f"{json_stem}.json")
+            if os.path.isfile(csv_path):
+                generators[split] = self._generate_examples(split, csv_stem, csv_path)
+            elif os.path.isfile(json_path):
+                logging.info("chartcheck: %s has no CSV; reading %s", split, json_path)
+                generators[split] = self._generate_examples(split, csv_stem, json_path)
+        if not generators:
+            raise BadInputError(
+                root, "none of train/val/test/test_two .csv (or the .json variant) found"
+            )
+        return generators
+
+    def _generate_examples(self, split: str, csv_stem: str, path: str):
+        read = records.read_csv if path.endswith(".csv") else records.read_json
+        by_image: dict[str, list[records.ClaimRecord]] = collections.defaultdict(list)
+        seen: set[str] = set()
+        for item in read(path):
+            if isinstance(item, BadInputError):
+                self.skip_ledger.handle(split, item)
+                continue
+            if item.index in seen:
+                bad = BadInputError(path, f"duplicate index {item.index!r}", row=item.row)
+                self.skip_ledger.handle(split, bad)
+                continue
+            seen.add(item.index)
+            by_image[item.chart_img].append(item)
+        # Claims share images (train: 7,607 claims, 1,532 images): decode each image once.
+        num_examples = 0
+        for chart_img, claims in by_image.items():
+            try:
+                image, image_file = self._load_image(chart_img, claims[0])
+            except BadInputError as e:
+                for _ in claims:
+                    self.skip_ledger.handle(split, e)
+                continue
+            for rec in claims:
+                key = f"{csv_stem}:{rec.index}"
+                num_examples += 1
+                yield (
+                    key,
+                    {
+                        "id": key,
+                        "image": image,
+                        "image_url": rec.chart_img,
+                        "image_file": image_file,
+                        "caption": rec.caption,
+                        "claim": rec.claim,
+                        "label": rec.label,
+                        "label_raw": rec.label_raw,
+                        "explanation": rec.explanation,
+                        "chart_type": self._chart_types.lookup(rec.chart_img),
+                        "reasoning_types": self._reasoning.lookup(split, rec.chart_img, rec.claim),
+                    },
+                )
+        self.skip_ledger.end_split(split, num_examples)
+
+    def _load_image(self, chart_img: str, rec: records.ClaimRecord) -> tuple[bytes, str]:
+        referenced_by = f"{os.path.basename(rec.source)} row {rec.row}"
+        path = self._images.find(chart_img)
+        if path is None:
+            names = records.image_name_candidates(chart_img) or [chart_img]
+            raise BadInputError(
+                os.path.join(self._images.folder, names[0]),
+                f"image file not found (tried {', '.join(names)}; referenced by {referenced_by})",
+            )
+        return read_rgb_png(path, referenced_by=referenced_by), os.path.basename(path)

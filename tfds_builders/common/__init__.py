@@ -1,0 +1,1 @@
+"""Helpers shared by the chartjax TFDS builders (image decoding, bad-input policy)."""
