@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-EXTRAS ?= dev
+# hf: CPU torch 2.13.0 + transformers, the numerical oracle of the parity tests.
+EXTRAS ?= dev,hf
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
@@ -13,6 +14,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	$(PY) -m tools.nltk_data  # WordNet + punkt for METEOR, offline (metrics reference §6)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,8 +30,10 @@ test: $(STAMP)
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
-	$(PY) -m tools.bench_input
-	$(PY) -m tools.bench_train_step
+	$(PY) -m tools.bench_input --with-step
+	$(PY) -m tools.bench_train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
+	$(PY) -m tools.bench_synth --figures 100
+	$(PY) -m tools.bench_synth_chart_info --num 100
 
 clean:
 	rm -rf $(VENV) demo_out .pytest_cache

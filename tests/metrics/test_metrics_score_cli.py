@@ -1,0 +1,194 @@
+"""chartjax-score end to end on small files, plus the no-jax/no-tensorflow import rule."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from chartjax.metrics import report
+from tools import score
+
+
+def _jsonl(path, rows):
+    report.write_jsonl(path, rows)
+    return str(path)
+
+
+def _run(tmp_path, *args):
+    out = tmp_path / "metrics.json"
+    rc = score.main([*args, "--out", str(out)])
+    return rc, (json.loads(out.read_text()) if rc == 0 else None), out
+
+
+def test_chartqa_end_to_end_writes_valid_json_and_png(tmp_path):
+    preds = _jsonl(
+        tmp_path / "p.jsonl", [{"id": "a", "prediction": "2008"}, {"id": "b", "prediction": "no"}]
+    )
+    refs = _jsonl(
+        tmp_path / "r.jsonl", [{"id": "a", "target": "2010"}, {"id": "b", "target": ["Yes", "x"]}]
+    )
+    rc, obj, out = _run(tmp_path, "--task", "chartqa", "--predictions", preds, "--references", refs)
+    assert rc == 0
+    report.validate_metrics(obj)
+    assert obj["metrics"]["relaxed_accuracy"] == 0.5 and obj["num_examples"] == 2
+    assert obj["provenance"]["libraries"]["relaxed_accuracy"].startswith("pix2struct")
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_id_mismatch_is_an_error_unless_allow_missing(tmp_path, capsys):
+    preds = _jsonl(tmp_path / "p.jsonl", [{"id": "a", "prediction": "1"}])
+    refs = _jsonl(tmp_path / "r.jsonl", [{"id": "a", "target": "1"}, {"id": "b", "target": "2"}])
+    rc, _, _ = _run(tmp_path, "--task", "chartqa", "--predictions", preds, "--references", refs)
+    assert rc == 2 and "1 reference id(s) have no prediction: 'b'" in capsys.readouterr().err
+    rc, obj, _ = _run(tmp_path, "--task", "chartqa", "--predictions", preds, "--references", refs,
+                      "--allow_missing")  # fmt: skip
+    assert rc == 0 and obj["metrics"]["num_missing"] == 1
+    assert obj["metrics"]["relaxed_accuracy"] == 0.5
+    extra = _jsonl(
+        tmp_path / "e.jsonl", [{"id": "a", "prediction": "1"}, {"id": "z", "prediction": "1"}]
+    )
+    rc, _, _ = _run(tmp_path, "--task", "chartqa", "--predictions", extra, "--references", refs,
+                    "--allow_missing")  # fmt: skip
+    assert rc == 2 and "not in the references: 'z'" in capsys.readouterr().err
+
+
+def test_figureqa_breakdowns_and_targets_from_predictions(tmp_path):
+    rows = [
+        {"id": "0/0", "prediction": 1, "target": 1},
+        {"id": "0/1", "prediction": "no", "target": 1},
+        {"id": "1/0", "prediction": 0, "target": 0},
+    ]
+    preds = _jsonl(tmp_path / "p.jsonl", rows)
+    rc, obj, _ = _run(tmp_path, "--task", "figureqa", "--predictions", preds)
+    assert rc == 0 and obj["metrics"]["accuracy"] == pytest.approx(2 / 3)
+    refs = _jsonl(tmp_path / "r.jsonl", [
+        {"id": "0/0", "target": 1, "figure_type": "pie", "question_id": 0},
+        {"id": "0/1", "target": 1, "figure_type": "pie", "question_id": 3},
+        {"id": "1/0", "target": 0, "figure_type": "line", "question_id": 3},
+    ])  # fmt: skip
+    rc, obj, _ = _run(tmp_path, "--task", "figureqa", "--predictions", preds, "--references", refs)
+    assert obj["breakdowns"]["figure_type"]["pie"]["accuracy"] == 0.5
+    assert obj["breakdowns"]["question_template"]["3"]["n"] == 2
+
+
+def test_chartcheck_labels_breakdowns_and_unavailable_models(tmp_path):
+    preds = _jsonl(tmp_path / "p.jsonl", [
+        {"id": "c:1", "prediction": "The claim is true. Sales rose."},
+        {"id": "c:2", "prediction": "the claim is FALSE."},
+        {"id": "c:3", "prediction": "I cannot tell."},
+    ])  # fmt: skip
+    refs = _jsonl(tmp_path / "r.jsonl", [
+        {"id": "c:1", "target": "supports", "chart_type": "bar", "reasoning_types": ["Filter"],
+         "explanation": "Sales rose."},
+        {"id": "c:2", "target": "TRUE", "chart_type": "bar", "reasoning_types": ["Filter", "Compare"],
+         "explanation": "It did not."},
+        {"id": "c:3", "target": "refutes", "chart_type": "pie", "reasoning_types": [],
+         "explanation": "No."},
+    ])  # fmt: skip
+    rc, obj, _ = _run(
+        tmp_path, "--task", "chartcheck", "--predictions", preds, "--references", refs
+    )
+    assert rc == 0
+    m = obj["metrics"]
+    assert m["accuracy"] == pytest.approx(1 / 3) and m["num_unparseable"] == 1
+    assert obj["breakdowns"]["reasoning_type"]["Filter"]["n"] == 2
+    assert obj["breakdowns"]["confusion"]["FALSE"]["pred_None"] == 1
+    assert "explanation_meteor" in m and "explanation_rouge_l" in m
+    assert "--bertscore_model" in obj["unavailable"]["explanation_bertscore_f1"]
+    assert "--bleurt_checkpoint" in obj["unavailable"]["explanation_bleurt"]
+
+
+def test_chart_to_text_and_deplot(tmp_path):
+    data = "Year|2020|x|line_chart Sales|45|y|line_chart"
+    preds = _jsonl(tmp_path / "p.jsonl", [
+        {"id": "statista/1", "prediction": "In 2020 , sales were 45 percent ."},
+        {"id": "pew/2", "prediction": "Most adults agree ."},
+    ])  # fmt: skip
+    refs = _jsonl(tmp_path / "r.jsonl", [
+        {"id": "statista/1", "target": "Sales rose to 45 % in 2020 .", "records": data,
+         "title": "Sales 2015-2020", "chart_type": "line", "complexity": "simple", "split": "test"},
+        {"id": "pew/2", "target": "Most adults agree with this .", "records": "adults | agree",
+         "title": "Views", "chart_type": "bar", "complexity": "complex", "split": "test"},
+    ])  # fmt: skip
+    rc, obj, _ = _run(
+        tmp_path, "--task", "chart_to_text", "--predictions", preds, "--references", refs
+    )
+    assert rc == 0 and obj["split"] == "test"
+    m = obj["metrics"]
+    assert m["content_selection"] == pytest.approx((1.0 + 1.0) / 2)
+    assert {"bleu", "rouge_l", "meteor", "cider_d"} <= set(m)
+    assert set(obj["unavailable"]) == {"bleurt", "perplexity"}
+    assert obj["breakdowns"]["chart_type"]["line"]["content_selection"] == 1.0
+    preds = _jsonl(
+        tmp_path / "d.jsonl",
+        [{"id": "x", "prediction": "year | a\n2019 | 109", "target": "year | a\n2019 | 100"}],
+    )
+    rc, obj, _ = _run(tmp_path, "--task", "deplot", "--predictions", preds)
+    assert obj["metrics"]["rms_f1"] == pytest.approx(0.91)
+    assert obj["metrics"]["rnss"] == pytest.approx(1 - 0.09 / 2)  # numbers 2019 and 100
+
+
+def test_chart_info_task4_from_json_folders(tmp_path):
+    gt_dir, pred_dir, img_dir = tmp_path / "gt", tmp_path / "pred", tmp_path / "img"
+    for d in (gt_dir / "line", pred_dir / "line", img_dir / "line"):
+        d.mkdir(parents=True)
+
+    def axes(x):
+        return {
+            "task4": {
+                "output": {
+                    "axes": {"x-axis": [{"id": 1, "tick_pt": {"x": x, "y": 5}}], "y-axis": []}
+                }
+            }
+        }
+
+    (gt_dir / "line" / "PMC1___a.json").write_text(json.dumps(axes(100)))
+    (pred_dir / "line" / "PMC1___a.json").write_text(json.dumps(axes(112)))
+    Image.new("RGB", (640, 480)).save(img_dir / "line" / "PMC1___a.png")
+    args = [
+        "--task",
+        "chart_info_task4",
+        "--predictions",
+        str(pred_dir),
+        "--references",
+        str(gt_dir),
+    ]
+    rc, obj, _ = _run(tmp_path, *args, "--images", str(img_dir))
+    assert rc == 0 and obj["metrics"]["recall"] == pytest.approx(0.75)
+    assert obj["provenance"]["libraries"]["chart_info"] == "compat=spec"
+    rc, _, _ = _run(tmp_path, *args)
+    assert rc == 2  # task 4 without --images
+
+
+def test_tfds_rows_mapping():
+    rows = score.tfds_rows(
+        [{"id": b"3/1", "answer": 1, "figure_type": b"pie", "question_id": 4}],
+        "figureqa",
+        "validation1",
+    )
+    assert rows == {"3/1": {"id": "3/1", "target": 1, "figure_type": "pie", "question_id": 4}}
+    ex = {"id": b"statista/1", "summary": b"S .", "title": b"T", "chart_type": b"line",
+          "complexity": 1, "table": {"records": b"a|1|x|bar_chart"}}  # fmt: skip
+    row = score.tfds_rows([ex], "chart_to_text", "test")["statista/1"]
+    assert row["records"] == "a|1|x|bar_chart" and row["complexity"] == "complex"
+    cc = score.tfds_rows([{"id": b"t:1", "label": 1, "explanation": b"e", "chart_type": b"bar",
+                           "reasoning_types": [b"Filter"]}], "chartcheck", "test_one")  # fmt: skip
+    assert cc["t:1"]["target"] == "TRUE" and cc["t:1"]["reasoning_types"] == ["Filter"]
+
+
+def test_metrics_package_imports_neither_jax_nor_tensorflow():
+    code = (
+        "import importlib, pkgutil, sys, chartjax.metrics as m\n"
+        "names = [i.name for i in pkgutil.iter_modules(m.__path__)]\n"
+        "for n in names: importlib.import_module('chartjax.metrics.' + n)\n"
+        "import tools.score\n"
+        "bad = [k for k in ('jax', 'tensorflow', 'flax', 'tensorflow_datasets') if k in sys.modules]\n"
+        "assert len(names) >= 12, names\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
