@@ -235,7 +235,8 @@ def _categories(rng: np.random.Generator, n: int) -> tuple[str, tuple[str, ...]]
     kind = kinds[rng.integers(len(kinds))]
     if kind == "years":
         step = int(rng.choice([1, 1, 2, 5]))
-        start = int(rng.integers(1960, 2020 - step * n))
+        # Long series with a coarse step would start before 1960: start at 1960 then.
+        start = int(rng.integers(1960, max(1961, 2020 - step * n)))
         return "Year", tuple(str(start + step * i) for i in range(n))
     if kind == "Month":
         start = int(rng.integers(0, len(MONTHS) - n + 1))

@@ -9,18 +9,22 @@
 Only the `train` split is built: the test-set layouts are [unverified]. Tasks a file does not
 annotate are marked absent (`has_task<N>`), never filled in (annotations.py).
 
-Per-chart work lives in the pure function `chart_example` so that `_generate_examples` can be
-moved onto Apache Beam (list the (id, json, image) triples, then map `chart_example`).
+Per-chart work lives in the pure function `chart_example`. When the build is given Beam options
+(`tfds build ... --beam_pipeline_options=...`), `_generate_examples` returns a Beam transform
+mapping it over the (id, json, image) triples; otherwise it stays a plain generator. Both give
+the same examples and the same skip counts (see `beam_examples`).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 
 import numpy as np
 import tensorflow_datasets as tfds
 from absl import logging
+from etils import epath
 
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png
@@ -200,7 +204,41 @@ class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
             raise BadInputError(root, f"no annotation files for {self.builder_config.name}")
         return {"train": self._generate_examples("train", root, items)}
 
+    def _download_and_prepare(self, dl_manager, download_config=None):
+        # tfds 4.9.10 hands the Beam runner/options only to its split writer: note here whether
+        # the build has any, so that `_generate_examples` can choose Beam.
+        self._use_beam = download_config is not None and (
+            download_config.beam_runner is not None or download_config.beam_options is not None
+        )
+        super()._download_and_prepare(dl_manager, download_config=download_config)
+
     def _generate_examples(self, split: str, root: str, items):
+        if getattr(self, "_use_beam", False):
+            messages_path = epath.Path(self.data_dir) / _SKIP_MESSAGES_GLOB.replace("*", split)
+            return beam_examples(split, root, items, self.skip_ledger.skip_bad, messages_path)
+        return self._iter_examples(split, root, items)
+
+    def _process_pipeline_result(self, pipeline_result) -> None:
+        """Moves what the Beam workers skipped into the ledger, as the generator path keeps it."""
+        beam = tfds.core.lazy_imports.apache_beam
+        query = pipeline_result.metrics().query(
+            beam.metrics.MetricsFilter().with_namespace(_BEAM_NAMESPACE)
+        )
+        examples: dict[str, int] = {}
+        for result in query["counters"]:
+            kind, split = result.key.metric.name.split(":", 1)
+            if kind == "skipped":
+                self.skip_ledger.counts[split] += result.committed
+            else:
+                examples[split] = examples.get(split, 0) + result.committed
+        for path in sorted(epath.Path(self.data_dir).glob(_SKIP_MESSAGES_GLOB)):
+            room = _MAX_SKIP_MESSAGES - len(self.skip_ledger.messages)
+            self.skip_ledger.messages.extend(json.loads(path.read_text())[: max(room, 0)])
+            path.unlink()  # not part of the dataset
+        for split in sorted(set(examples) | set(self.skip_ledger.counts)):
+            self.skip_ledger.end_split(split, examples.get(split, 0))
+
+    def _iter_examples(self, split: str, root: str, items):
         num_examples = 0
         for example_id, json_path, image_path in items:
             try:
@@ -211,3 +249,76 @@ class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
             num_examples += 1
             yield example_id, example
         self.skip_ledger.end_split(split, num_examples)
+
+
+# ---------------------------------------------------------------------------------------------
+# Apache Beam
+# ---------------------------------------------------------------------------------------------
+
+_MODULE = "tfds_builders.chart_info.chart_info"
+_BEAM_NAMESPACE = "chart_info"
+_SKIPPED = "skipped"
+# Skip messages kept in the report, as SkipLedger keeps them (the counts are always complete).
+_MAX_SKIP_MESSAGES = 50
+# Written by the pipeline into the temporary build folder; read and removed after it has run.
+_SKIP_MESSAGES_GLOB = "beam_skipped_*.json"
+
+
+def beam_examples(split: str, root: str, items, skip_bad: bool, messages_path: epath.Path):
+    """A Beam transform () -> (id, example) over the (id, json, image) triples of one split.
+
+    Bad charts raise (the error names the file), or with `skip_bad` are counted in Beam
+    counters (`skipped:<split>`, beside `examples:<split>`) and their messages, the first
+    `_MAX_SKIP_MESSAGES` in sorted order, written to `messages_path` for
+    `Builder._process_pipeline_result`: the workers cannot reach the builder's SkipLedger, and
+    Beam's string-set metric is not merged across bundles by the DirectRunner (Beam 2.77).
+    A split whose every chart is bad fails in tfds's Beam writer ("The total number of
+    generated examples is 0"), before the ledger sees the counts; the workers log each skip.
+    """
+    beam = tfds.core.lazy_imports.apache_beam
+    # `tfds build <folder>` imports this file as `chart_info.chart_info` (its parent folder put
+    # on sys.path), a name that separate Beam worker processes cannot import. The functions
+    # handed to Beam are therefore taken from the installed module, which workers can import.
+    mod = importlib.import_module(_MODULE)
+
+    @beam.ptransform_fn
+    def charts(pipeline):
+        results = (
+            pipeline
+            | "Create" >> beam.Create(list(items))
+            | "Reshuffle" >> beam.Reshuffle()
+            | "Examples"
+            >> beam.FlatMap(mod.beam_chart, split, root, skip_bad).with_outputs(
+                _SKIPPED, main="examples"
+            )
+        )
+        if skip_bad:
+            _ = (
+                results[_SKIPPED]
+                | "FirstMessages" >> beam.combiners.Top.Smallest(_MAX_SKIP_MESSAGES)
+                | "WriteMessages" >> beam.Map(mod.write_json, messages_path)
+            )
+        return results.examples
+
+    return charts()
+
+
+def beam_chart(item, split: str, root: str, skip_bad: bool):
+    """`chart_example` in a Beam worker; see `beam_examples` for bad charts."""
+    beam = tfds.core.lazy_imports.apache_beam
+    example_id, json_path, image_path = item
+    try:
+        example = chart_example(example_id, json_path, image_path, root)
+    except BadInputError as e:
+        if not skip_bad:
+            raise
+        logging.warning("chart_info: skipping bad example in split %s: %s", split, e)
+        beam.metrics.Metrics.counter(_BEAM_NAMESPACE, f"skipped:{split}").inc()
+        yield beam.pvalue.TaggedOutput(_SKIPPED, f"{split}: {e}")
+        return
+    beam.metrics.Metrics.counter(_BEAM_NAMESPACE, f"examples:{split}").inc()
+    yield example_id, example
+
+
+def write_json(value, path: epath.Path) -> None:
+    path.write_text(json.dumps(value, ensure_ascii=False))

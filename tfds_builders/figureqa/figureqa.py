@@ -5,12 +5,15 @@
 in the `no_annot_*` test splits, `annotations.json` (formats: corpora.md §4). The same layout is
 written by `chartjax-synth figureqa`.
 
-Per-image work lives in the pure function `image_examples` so that `_generate_examples` can later
-be moved onto Apache Beam (create the per-image groups, then `beam.FlatMap(image_examples)`).
+Per-image work lives in the pure function `image_examples`. When the build is given Beam options
+(`tfds build ... --beam_pipeline_options=...`), `_generate_examples` returns a Beam transform
+that parses each split's JSON in a worker, reshuffles the per-image groups and maps
+`image_examples` over them; otherwise it stays a plain generator. Both give the same examples.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -134,10 +137,61 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             )
         return {name: self._generate_examples(root / name) for name in present}
 
+    def _download_and_prepare(self, dl_manager, download_config=None):
+        # tfds 4.9.10 hands the Beam runner/options only to its split writer: note here whether
+        # the build has any, so that `_generate_examples` can choose Beam.
+        self._use_beam = uses_beam(download_config)
+        super()._download_and_prepare(dl_manager, download_config=download_config)
+
     def _generate_examples(self, split_dir: epath.Path):
-        """Yields (id, example): parses the split's JSON once, then works image by image."""
-        for group in split_image_groups(split_dir):
-            yield from image_examples(split_dir, *group)
+        """(id, example) pairs as a generator, or as a Beam transform when the build uses Beam."""
+        if getattr(self, "_use_beam", False):
+            return beam_examples(split_dir)
+        return _iter_examples(split_dir)
+
+
+def _iter_examples(split_dir: epath.Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Parses the split's JSON once (when first iterated), then works image by image."""
+    for group in split_image_groups(split_dir):
+        yield from image_examples(split_dir, *group)
+
+
+# ---------------------------------------------------------------------------------------------
+# Apache Beam
+# ---------------------------------------------------------------------------------------------
+
+_MODULE = "tfds_builders.figureqa.figureqa"
+
+
+def uses_beam(download_config: tfds.download.DownloadConfig | None) -> bool:
+    """True when the build was given a Beam runner or Beam pipeline options."""
+    return download_config is not None and (
+        download_config.beam_runner is not None or download_config.beam_options is not None
+    )
+
+
+def beam_examples(split_dir: epath.Path):
+    """A Beam transform () -> (id, example) for one split, the same pairs as `_iter_examples`.
+
+    The split's JSON is parsed in a worker (not pickled into the pipeline graph); the per-image
+    groups are reshuffled so that several workers share the image decoding.
+    """
+    beam = tfds.core.lazy_imports.apache_beam
+    # `tfds build <folder>` imports this file as `figureqa.figureqa` (its parent folder put on
+    # sys.path), a name that separate Beam worker processes cannot import. The functions handed
+    # to Beam are therefore taken from the installed module, which workers can import.
+    mod = importlib.import_module(_MODULE)
+    split = split_dir.name
+    return (
+        f"Create_{split}" >> beam.Create([split_dir])
+        | f"GroupByImage_{split}" >> beam.FlatMap(mod.split_image_groups)
+        | f"Reshuffle_{split}" >> beam.Reshuffle()
+        | f"Examples_{split}" >> beam.FlatMap(mod.beam_image_examples, split_dir)
+    )
+
+
+def beam_image_examples(group, split_dir: epath.Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    return image_examples(split_dir, *group)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,200 @@
+"""The figureqa and chart_info builders under Apache Beam give the examples of the plain build.
+
+Beam builds run on Beam's FnApiRunner with 2 workers (`direct_num_workers=2`, multi_threading).
+The runner is passed explicitly because Beam 2.77's DirectRunner first tries the Prism runner,
+which it downloads from GitHub: offline it falls back to the FnApiRunner after a failed
+download, online it would run Prism; naming the FnApiRunner keeps the test offline and fixed.
+The `tfds build --beam_pipeline_options=runner=DirectRunner,...` command line reaches the same
+code (`download_config.beam_options`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+from tfds_builders.chart_info import chart_info
+from tfds_builders.common.bad_input import read_skip_report
+from tfds_builders.figureqa import figureqa
+
+REPO = Path(__file__).resolve().parents[2]
+FIGUREQA_DUMMY = REPO / "tfds_builders" / "figureqa" / "dummy_data"
+CHART_INFO_DUMMY = REPO / "tfds_builders" / "chart_info" / "dummy_data"
+
+
+def _build(builder_cls, manual_dir, data_dir, use_beam: bool, **kwargs):
+    builder = builder_cls(data_dir=os.fspath(data_dir), **kwargs)
+    beam_kwargs = {}
+    if use_beam:
+        beam_kwargs = dict(
+            beam_runner=fn_runner.FnApiRunner(),
+            beam_options=beam.options.pipeline_options.PipelineOptions(
+                ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]
+            ),
+        )
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(
+            manual_dir=os.fspath(manual_dir),
+            compute_stats=tfds.download.ComputeStatsMode.SKIP,
+            **beam_kwargs,
+        )
+    )
+    assert builder._use_beam is use_beam  # the path under test was the one taken
+    return builder
+
+
+def _examples(builder, split: str) -> dict[str, dict]:
+    return {ex["id"].decode(): ex for ex in tfds.as_numpy(builder.as_dataset(split=split))}
+
+
+def _assert_same(a, b, where: str) -> None:
+    """Recursive equality of decoded examples (dicts of arrays, bytes and scalars)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(a) == sorted(b), where
+        for key in a:
+            _assert_same(a[key], b[key], f"{where}.{key}")
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=where)
+
+
+def _assert_same_splits(plain, beamed, splits) -> None:
+    assert sorted(plain.info.splits) == sorted(beamed.info.splits) == sorted(splits)
+    for split in splits:
+        a, b = _examples(plain, split), _examples(beamed, split)
+        assert sorted(a) == sorted(b) == splits[split], split
+        for example_id in a:
+            _assert_same(a[example_id], b[example_id], f"{split}/{example_id}")
+
+
+def test_figureqa_beam_matches_generator(tmp_path):
+    plain = _build(figureqa.Builder, FIGUREQA_DUMMY, tmp_path / "plain", use_beam=False)
+    beamed = _build(figureqa.Builder, FIGUREQA_DUMMY, tmp_path / "beam", use_beam=True)
+    splits = {
+        "train1": ["0/0", "0/1", "0/2", "1/3", "1/4"],
+        "validation1": ["0/0", "0/1"],
+        "no_annot_test1": ["0/0", "1/1", "1/2"],
+    }
+    _assert_same_splits(plain, beamed, splits)
+    # A few features by value, so that equal-but-empty results cannot pass.
+    ex = _examples(beamed, "train1")["1/4"]
+    assert ex["image_index"] == 1 and ex["question_index"] == 4
+    assert ex["figure_type"].decode() in figureqa.FIGURE_TYPES
+    assert ex["image"].ndim == 3 and ex["image"].shape[2] == 3
+    assert _examples(beamed, "no_annot_test1")["1/2"]["answer"] == -1
+
+
+@pytest.mark.parametrize(
+    "config, ids",
+    [
+        ("synthetic_2019", ["21987", "344", "686", "7", "8"]),
+        (
+            "pmc_2020",
+            [
+                "area/PMC2___b-2_panel_1",
+                "line/PMC5___e-5",
+                "vertical_bar/PMC3___c-3",
+                "vertical_box/PMC1087844___1471-2350-6-15-1",
+            ],
+        ),
+    ],
+)
+def test_chart_info_beam_matches_generator(tmp_path, config, ids):
+    root = CHART_INFO_DUMMY / config
+    plain = _build(chart_info.Builder, root, tmp_path / "plain", False, config=config)
+    beamed = _build(chart_info.Builder, root, tmp_path / "beam", True, config=config)
+    _assert_same_splits(plain, beamed, {"train": ids})
+    examples = _examples(beamed, "train").values()
+    assert all(ex["has_task1"] and ex["chart_type"].decode() for ex in examples)
+    assert sum(len(ex["text_blocks"]["bbox"]) for ex in examples) > 0
+
+
+def test_chart_info_beam_bad_input(tmp_path):
+    root = tmp_path / "manual"
+    shutil.copytree(CHART_INFO_DUMMY / "synthetic_2019", root)
+    (root / "json_gt" / "7.json").write_text('{"task1": ')  # truncated JSON
+    (root / "png" / "8.png").unlink()  # annotation without its image
+
+    # skip_bad off: the build fails, and Beam's error still names a bad file.
+    with pytest.raises(Exception, match=r"json_gt/[78]\.json: (cannot parse JSON|no image)"):
+        _build(chart_info.Builder, root, tmp_path / "fail", True, config="synthetic_2019")
+
+    # skip_bad on: same examples and the same skip report as the generator path.
+    kwargs = dict(config="synthetic_2019", skip_bad=True)
+    plain = _build(chart_info.Builder, root, tmp_path / "plain", False, **kwargs)
+    beamed = _build(chart_info.Builder, root, tmp_path / "beam", True, **kwargs)
+    _assert_same_splits(plain, beamed, {"train": ["21987", "344", "686"]})
+    report = read_skip_report(beamed)
+    assert report == read_skip_report(plain)
+    assert report["skipped_per_split"] == {"train": 2}
+    assert [m.split(": ", 2)[1].rsplit("/", 2)[1:] for m in report["messages"]] == [
+        ["json_gt", "7.json"],
+        ["json_gt", "8.json"],
+    ]
+    # The workers' message file is read back and removed, not left in the dataset.
+    assert not list(Path(beamed.data_dir).glob("beam_skipped_*"))
+
+
+_UNPICKLE = (
+    "import sys; from apache_beam.internal import pickler; "
+    "pickler.loads(sys.stdin.buffer.read()); print('ok')"
+)
+
+
+class _ShippedFns(beam.pipeline.PipelineVisitor):
+    """Collects what Beam ships to workers for each ParDo: (DoFn, args, kwargs)."""
+
+    def __init__(self):
+        self.shipped = []
+
+    def visit_transform(self, node):
+        if isinstance(node.transform, beam.ParDo):
+            t = node.transform
+            self.shipped.append((t.fn, t.args, t.kwargs))
+
+
+def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
+    """`tfds build <folder>` imports the builder as `<name>.<name>` (folder parent on sys.path).
+
+    Beam worker processes cannot import that name, so the functions the transforms hand to Beam
+    must come from the installed `tfds_builders` modules: what the workers receive must load in
+    a fresh interpreter that has only the installed package.
+    """
+    names = ("figureqa", "chart_info")
+    sys.path.insert(0, str(REPO / "tfds_builders"))
+    try:
+        for name in names:
+            cls = tfds.core.community.builder_cls_from_module(f"{name}.{name}")
+            assert cls.__module__ == f"{name}.{name}"  # the CLI's module name, as in the CLI
+        fqa_mod, ci_mod = (sys.modules[f"{n}.{n}"] for n in names)
+        pipeline = beam.Pipeline()  # built, never run
+        _ = pipeline | "fqa" >> fqa_mod.beam_examples(FIGUREQA_DUMMY / "train1")
+        _ = pipeline | "ci" >> ci_mod.beam_examples(
+            "train",
+            str(CHART_INFO_DUMMY / "synthetic_2019"),
+            [("7", "a.json", "a.png")],
+            True,
+            tmp_path / "beam_skipped_train.json",
+        )
+        visitor = _ShippedFns()
+        pipeline.visit(visitor)
+        blob = beam.internal.pickler.dumps(visitor.shipped)
+    finally:
+        sys.path.remove(str(REPO / "tfds_builders"))
+        for name in [m for m in sys.modules if m.split(".")[0] in names]:
+            del sys.modules[name]
+    fn_names = {getattr(getattr(fn, "_fn", None), "__name__", "") for fn, _, _ in visitor.shipped}
+    assert {"split_image_groups", "beam_image_examples", "beam_chart", "write_json"} <= fn_names
+    proc = subprocess.run(
+        [sys.executable, "-c", _UNPICKLE], input=blob, capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert proc.stdout.decode().strip() == "ok"

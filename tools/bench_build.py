@@ -1,0 +1,182 @@
+"""Build throughput of the figureqa and chart_info TFDS builders, with and without Beam (JSON).
+
+    python -m tools.bench_build --charts 2000 [--builders figureqa chart_info]
+        [--modes plain beam1 beam2] [--figureqa-dir DIR] [--chart-info-dir DIR] [--out FILE]
+
+Without `--figureqa-dir` / `--chart-info-dir` a corpus of `--charts` charts is generated into a
+temporary folder first (`chartjax.synth`; FigureQA: `--charts` train1 images, each with its
+questions; CHART-Info: `--charts` synthetic_2019 charts). Each builder is then built once per
+mode into a fresh data_dir:
+
+  * `plain`: no Beam options, the builder's plain generator (one process);
+  * `beamN`: Beam's FnApiRunner with `direct_num_workers=N`, `direct_running_mode=
+    multi_processing` (what `--beam_pipeline_options=runner=DirectRunner,...` runs here: Beam
+    2.77's DirectRunner tries to download the Prism runner first and falls back to the
+    FnApiRunner offline; naming it skips that attempt).
+
+Reported per build: wall seconds of `download_and_prepare` (pipeline and worker start-up
+included), examples/s and charts/s, CPU seconds of this process and its reaped children, and
+the 1-minute load average before and after: the machine may be shared, and a wall-clock rate
+means little without the load beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+MODES = ("plain", "beam1", "beam2")
+BUILDERS = ("figureqa", "chart_info")
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def generate(builder: str, out: str, charts: int, workers: int) -> dict:
+    """Writes a `charts`-chart corpus for `builder` under `out`; returns timing."""
+    load0, t0 = _load(), time.perf_counter()
+    if builder == "figureqa":
+        from chartjax.synth import figureqa
+
+        figureqa.generate(out, train_images=charts, seed=0, workers=workers)
+    else:
+        from chartjax.synth import chart_info
+
+        chart_info.generate(out, charts, seed=0, workers=workers)
+    wall = time.perf_counter() - t0
+    return {
+        "charts": charts,
+        "workers": workers,
+        "wall_s": round(wall, 1),
+        "charts_per_s": round(charts / wall, 2),
+        "load_avg_1m_before": load0,
+        "load_avg_1m_after": _load(),
+    }
+
+
+def _download_config(manual_dir: str, mode: str):
+    import tensorflow_datasets as tfds
+
+    kwargs = {}
+    if mode != "plain":
+        import apache_beam as beam
+        from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+        workers = int(mode.removeprefix("beam"))
+        kwargs = dict(
+            beam_runner=fn_runner.FnApiRunner(),
+            beam_options=beam.options.pipeline_options.PipelineOptions(
+                [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
+            ),
+        )
+    return tfds.download.DownloadConfig(
+        manual_dir=manual_dir, compute_stats=tfds.download.ComputeStatsMode.SKIP, **kwargs
+    )
+
+
+def build(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
+    """Builds `builder` from `manual_dir` once in `mode`; returns timing and counts."""
+    if builder == "figureqa":
+        from tfds_builders.figureqa.figureqa import Builder
+
+        b = Builder(data_dir=data_dir)
+    else:
+        from tfds_builders.chart_info.chart_info import Builder
+
+        b = Builder(data_dir=data_dir, config="synthetic_2019")
+    config = _download_config(manual_dir, mode)
+    load0, cpu0, t0 = _load(), _cpu(), time.perf_counter()
+    b.download_and_prepare(download_config=config)
+    wall = time.perf_counter() - t0
+    cpu = _cpu() - cpu0
+    examples = sum(s.num_examples for s in b.info.splits.values())
+    charts = _count_charts(builder, manual_dir)
+    return {
+        "builder": builder,
+        "mode": mode,
+        "beam_workers": 0 if mode == "plain" else int(mode.removeprefix("beam")),
+        "charts": charts,
+        "examples": examples,
+        "wall_s": round(wall, 1),
+        "examples_per_s": round(examples / wall, 1),
+        "charts_per_s": round(charts / wall, 2),
+        "cpu_s": round(cpu, 1),
+        "load_avg_1m_before": load0,
+        "load_avg_1m_after": _load(),
+    }
+
+
+def _count_charts(builder: str, manual_dir: str) -> int:
+    sub = os.path.join(manual_dir, "train1", "png") if builder == "figureqa" else None
+    sub = sub or os.path.join(manual_dir, "png")
+    return sum(1 for name in os.listdir(sub) if name.endswith(".png"))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--charts", type=int, default=2000, help="corpus size when generating")
+    p.add_argument("--builders", nargs="+", choices=BUILDERS, default=list(BUILDERS))
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--figureqa-dir", help="existing FigureQA-layout root (with train1/)")
+    p.add_argument("--chart-info-dir", help="existing synthetic_2019 root (png/, json_gt/)")
+    p.add_argument("--gen-workers", type=int, default=2, help="processes for generating")
+    p.add_argument("--keep", help="generate corpora into this folder and keep them")
+    p.add_argument("--out", help="also write the JSON here")
+    args = p.parse_args(argv)
+
+    # Import TensorFlow (which tfds loads lazily, in its writer) and Beam before any timing:
+    # on a loaded 2-core machine the import alone takes 10-20 s and would be charged to
+    # whichever build runs first. Beam workers still import them, inside their builds' times.
+    import apache_beam  # noqa: F401
+    import tensorflow  # noqa: F401
+
+    tmp = tempfile.mkdtemp(prefix="chartjax_bench_build_")
+    corpus_root = args.keep or os.path.join(tmp, "raw")
+    given = {"figureqa": args.figureqa_dir, "chart_info": args.chart_info_dir}
+    result = {
+        "benchmark": "tfds_build",
+        "cpu_count": os.cpu_count(),
+        "generation": {},
+        "builds": [],
+    }
+    try:
+        for builder in args.builders:
+            manual_dir = given[builder]
+            if manual_dir is None:
+                manual_dir = os.path.join(corpus_root, builder)
+                gen = generate(builder, manual_dir, args.charts, args.gen_workers)
+                result["generation"][builder] = gen
+                print(json.dumps({"generated": builder, **gen}), file=sys.stderr, flush=True)
+            for mode in args.modes:
+                data_dir = os.path.join(tmp, f"tfds_{builder}_{mode}")
+                row = build(builder, manual_dir, data_dir, mode)
+                result["builds"].append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                shutil.rmtree(data_dir, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
