@@ -49,7 +49,7 @@ def evaluate_split(task: registry.Task, model_def: state_lib.ModelDef, state, me
         keep = np.asarray(batch["_mask"], bool)
         rows.setdefault("_prediction", []).append(mine[keep])
         for k, v in batch.items():
-            if k not in task.model_inputs or k == "label":
+            if k not in task.model_inputs or k in task.score_inputs:
                 rows.setdefault(k, []).append(np.asarray(v)[keep])
     local_cols = {k: np.concatenate(v) for k, v in rows.items()}
     cols = _gather_to_process0(local_cols, out_dir, split, step)

@@ -22,8 +22,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config as config_lib
 from chartjax import evaluate as eval_lib
+from chartjax import init_checkpoint, optim, plots
 from chartjax import mesh as mesh_lib
-from chartjax import optim, plots
 from chartjax import state as state_lib
 from chartjax.data import pipeline
 from chartjax.run_log import RunLog
@@ -76,6 +76,8 @@ def train(workdir: str, *,
           best_metric: str | None = None,
           flops_per_example: float | None = None,
           final_eval: bool = True,
+          init_format: str = "random",
+          init_path: str | None = None,
           progress: bool = True) -> dict:
     """Trains `model_fn` on `task`; returns the last logged metrics (and eval results)."""
     # ---------------------------------------------------------------- distributed, mesh --
@@ -109,6 +111,11 @@ def train(workdir: str, *,
         log.info(f"resumed from step {int(meta['step'])} ({ckpt.dir})")
     else:
         state = init_fn()
+        if init_format != "random":
+            params = init_checkpoint.load_params(init_format, init_path, model_fn)
+            init_checkpoint.check_shapes(params, spec.abstract["params"], init_path)
+            state = init_checkpoint.apply(state, params, tx, spec.shardings)
+            log.info(f"initialized parameters from {init_format} checkpoint {init_path}")
     start_step = int(jax.device_get(state["step"]))
     log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
     config_lib.save_config(workdir, gin.config_str())

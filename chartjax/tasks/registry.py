@@ -26,6 +26,8 @@ class Task:
     predict(model, batch) -> array of per-example predictions; traced inside jit.
     score(predictions, examples, split) -> (metrics, breakdowns, prediction rows) on the host.
     model_inputs: the batch keys the model consumes (everything else stays on the host).
+    score_inputs: model inputs that `score` also reads (kept on the host during evaluation;
+      large inputs such as images are not kept).
     """
 
     name: str
@@ -36,6 +38,7 @@ class Task:
     score: Callable[..., tuple[dict, dict, list[dict]]]
     model_inputs: tuple[str, ...]
     eval_splits: tuple[str, ...] = ()
+    score_inputs: tuple[str, ...] = ("label",)
     info: dict = dataclasses.field(default_factory=dict)
 
 
@@ -52,7 +55,7 @@ def register(name: str):
 @gin.configurable
 def get_task(name: str = gin.REQUIRED, **kwargs) -> Task:
     # Import the task modules lazily so `chartjax.tasks` stays cheap to import.
-    from chartjax.tasks import figureqa, synthetic  # noqa: F401
+    from chartjax.tasks import figureqa, seq2seq_synthetic, synthetic  # noqa: F401
 
     if name not in _REGISTRY:
         raise KeyError(f"unknown task {name!r}; registered: {sorted(_REGISTRY)}")

@@ -1,0 +1,70 @@
+"""Start a run from pretrained weights: T5X, HuggingFace or chartjax checkpoints.
+
+Selected by `gin_configs/init/{random,t5x,hf,chartjax}.gin` (`train.init_format`,
+`train.init_path`). Only parameters are taken; the optimizer state starts fresh, as a
+fine-tuning run of T5X does from a pretrained checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+from flax import nnx
+
+FORMATS = ("random", "t5x", "hf", "chartjax")
+
+
+def load_params(fmt: str, path: str, model_fn) -> dict:
+    """Parameters of `path` as a pure dict shaped like `model_fn`'s model (host arrays)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown init format {fmt!r}; choose from {FORMATS}")
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError(f"init checkpoint ({fmt}) not found: {path!r}")
+    if fmt == "t5x":
+        from chartjax.interop import t5x
+
+        model = nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0)))
+        t5x.load_params(model, path)  # checks every name and shape, streams the arrays
+        return nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    if fmt == "hf":
+        from chartjax.interop import hf
+
+        model, _ = hf.load(path)
+        return nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    # chartjax: a train-loop checkpoint step folder (<workdir>/checkpoints/<step>), or a
+    # `chartjax-convert` params checkpoint (config.json + params/).
+    import orbax.checkpoint as ocp
+
+    if os.path.isdir(os.path.join(path, "params")):
+        with ocp.StandardCheckpointer() as ckptr:
+            return ckptr.restore(os.path.join(os.path.abspath(path), "params"))
+    from chartjax import checkpoint as ckpt_lib
+
+    return ckpt_lib.restore_params_only(path, None)
+
+
+def check_shapes(params: dict, abstract: dict, where: str) -> None:
+    got = {jax.tree_util.keystr(k): v.shape for k, v in
+           jax.tree_util.tree_flatten_with_path(params)[0]}
+    want = {jax.tree_util.keystr(k): v.shape for k, v in
+            jax.tree_util.tree_flatten_with_path(abstract)[0]}
+    problems = [f"missing {k} {want[k]}" for k in sorted(set(want) - set(got))]
+    problems += [f"unexpected {k} {got[k]}" for k in sorted(set(got) - set(want))]
+    problems += [f"shape {k}: checkpoint {got[k]} vs model {want[k]}"
+                 for k in sorted(set(got) & set(want)) if tuple(got[k]) != tuple(want[k])]
+    if problems:
+        raise ValueError(f"{where} does not fit the model ({len(problems)} problems):\n  "
+                         + "\n  ".join(problems))
+
+
+def apply(state: dict, params: dict, tx, shardings: dict) -> dict:
+    """A fresh train state around `params`: placed with the state's shardings, new optimizer."""
+    params = jax.tree.map(lambda x, a: jax.numpy.asarray(x, a.dtype), params,
+                          jax.tree.map(lambda s: s, state["params"]))
+
+    def fresh(p, st):
+        return dict(st, params=p, opt_state=tx.init(p))
+
+    return jax.jit(fresh, in_shardings=(shardings["params"], shardings),
+                   out_shardings=shardings, donate_argnums=1)(params, state)

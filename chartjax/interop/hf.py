@@ -1,0 +1,393 @@
+"""Read and write HuggingFace T5 / Pix2Struct checkpoints (`config.json` + safetensors or .bin).
+
+Name maps: models.md §3.3 (Pix2Struct) and §3.6 (T5). HF `Linear.weight` is `[out, in]`, so every
+kernel is transposed, and the relative-position tables `[buckets, heads]` are transposed to the
+T5X layout `[heads, buckets]`; embeddings, norms and biases are copied as they are.
+
+Loading safetensors needs only `safetensors` (NumPy API, bf16 via ml_dtypes); `.bin` needs torch.
+Neither transformers nor torch is imported otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+
+import numpy as np
+from flax import nnx
+
+from chartjax.models import pix2struct as p2s_lib
+from chartjax.models import t5 as t5_lib
+from chartjax.models.model_configs import Pix2StructConfig, T5Config
+
+Path = tuple[str | int, ...]
+
+# --------------------------------------------------------------------------- name maps
+
+_T5_ATTN = {"query": "q", "key": "k", "value": "v", "out": "o"}
+_P2S_ATTN = {"query": "query", "key": "key", "value": "value", "out": "output"}
+
+
+def _t5_name(path: Path) -> tuple[str, bool]:
+    """chartjax T5 parameter path -> (HF name, transpose)."""
+    p = list(path)
+    if p == ["token_embedder", "embedding"]:
+        return "shared.weight", False
+    stack = p[0]
+    if p[1:] == ["relpos_bias", "rel_embedding"]:
+        attn = "SelfAttention"
+        return f"{stack}.block.0.layer.0.{attn}.relative_attention_bias.weight", True
+    if p[1] == "encoder_norm" or p[1] == "decoder_norm":
+        return f"{stack}.final_layer_norm.weight", False
+    if p == ["decoder", "logits_dense", "kernel"]:
+        return "lm_head.weight", True
+    if p[1] == "layers":
+        i, sub = p[2], p[3]
+        pre = f"{stack}.block.{i}.layer"
+        enc = stack == "encoder"
+        norms = {
+            "pre_attention_layer_norm": 0,
+            "pre_self_attention_layer_norm": 0,
+            "pre_cross_attention_layer_norm": 1,
+            "pre_mlp_layer_norm": 1 if enc else 2,
+        }
+        if sub in norms:
+            return f"{pre}.{norms[sub]}.layer_norm.weight", False
+        if sub in ("attention", "self_attention"):
+            return f"{pre}.0.SelfAttention.{_T5_ATTN[p[4]]}.weight", True
+        if sub == "encoder_decoder_attention":
+            return f"{pre}.1.EncDecAttention.{_T5_ATTN[p[4]]}.weight", True
+        if sub == "mlp":
+            return f"{pre}.{1 if enc else 2}.DenseReluDense.{p[4]}.weight", True
+    raise KeyError(f"no HF name for T5 parameter {'.'.join(map(str, path))}")
+
+
+def _p2s_name(path: Path) -> tuple[str, bool]:
+    """chartjax Pix2Struct parameter path -> (HF name, transpose)."""
+    p = list(path)
+    if p[0] == "token_embedder":
+        if p[1] == "patch_projection":
+            kernel = p[2] == "kernel"
+            return f"encoder.embeddings.patch_projection.{'weight' if kernel else 'bias'}", kernel
+        table = {"embedders_0": "row_embedder", "embedders_1": "column_embedder"}[p[1]]
+        return f"encoder.embeddings.{table}.weight", False
+    if p == ["encoder", "encoder_norm", "scale"]:
+        return "encoder.layernorm.weight", False
+    if p[0] == "encoder" and p[1] == "layers":
+        pre, sub = f"encoder.encoder.layer.{p[2]}", p[3]
+        if sub.endswith("layer_norm"):
+            return f"{pre}.{sub}.weight", False
+        if sub == "attention":
+            return f"{pre}.attention.{_P2S_ATTN[p[4]]}.weight", True
+        if sub == "mlp":
+            return f"{pre}.mlp.{p[4]}.weight", True
+    if p[0] == "decoder":
+        if p[1] == "token_embedder":
+            return "decoder.embed_tokens.weight", False
+        if p[1] == "relpos_bias":
+            return "decoder.layer.0.self_attention.attention.relative_attention_bias.weight", True
+        if p[1] == "decoder_norm":
+            return "decoder.final_layer_norm.weight", False
+        if p[1] == "logits_dense":
+            return "decoder.lm_head.weight", True
+        if p[1] == "layers":
+            pre, sub = f"decoder.layer.{p[2]}", p[3]
+            norms = {
+                "pre_self_attention_layer_norm": "self_attention",
+                "pre_cross_attention_layer_norm": "encoder_decoder_attention",
+                "pre_mlp_layer_norm": "mlp",
+            }
+            if sub in norms:
+                return f"{pre}.{norms[sub]}.layer_norm.weight", False
+            if sub in ("self_attention", "encoder_decoder_attention"):
+                return f"{pre}.{sub}.attention.{_P2S_ATTN[p[4]]}.weight", True
+            if sub == "mlp":
+                return f"{pre}.mlp.DenseReluDense.{p[4]}.weight", True
+    raise KeyError(f"no HF name for Pix2Struct parameter {'.'.join(map(str, path))}")
+
+
+def _name_fn(model):
+    return _p2s_name if isinstance(model, p2s_lib.Pix2Struct) else _t5_name
+
+
+def _flat_params(model) -> list[tuple[Path, nnx.Param]]:
+    return [(tuple(k), v) for k, v in nnx.to_flat_state(nnx.state(model, nnx.Param))]
+
+
+# --------------------------------------------------------------------------- configs
+
+_HF_ACT = {"gelu": "gelu_new", "relu": "relu", "silu": "silu"}
+_FROM_HF_ACT = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu", "silu": "silu"}
+
+
+def _t5_ffproj(acts: tuple[str, ...]) -> str:
+    if len(acts) == 2 and acts[1] == "linear" and acts[0] in _HF_ACT:
+        return f"gated-{acts[0]}"
+    if len(acts) == 1 and acts[0] in _HF_ACT:
+        return acts[0]
+    raise ValueError(f"mlp_activations {acts} have no HF T5 feed_forward_proj")
+
+
+def config_to_hf(cfg: T5Config | Pix2StructConfig) -> dict:
+    """The HF `config.json` dict for a chartjax config."""
+    common = {
+        "pad_token_id": cfg.pad_id,
+        "eos_token_id": cfg.eos_id,
+        "decoder_start_token_id": cfg.decoder_start_token_id,
+    }
+    if isinstance(cfg, T5Config):
+        return {
+            "model_type": "t5",
+            "architectures": ["T5ForConditionalGeneration"],
+            "vocab_size": cfg.vocab_size,
+            "d_model": cfg.emb_dim,
+            "d_kv": cfg.head_dim,
+            "d_ff": cfg.mlp_dim,
+            "num_layers": cfg.num_encoder_layers,
+            "num_decoder_layers": cfg.num_decoder_layers,
+            "num_heads": cfg.num_heads,
+            "relative_attention_num_buckets": cfg.relative_attention_num_buckets,
+            "relative_attention_max_distance": cfg.relative_attention_max_distance,
+            "dropout_rate": cfg.dropout_rate,
+            "layer_norm_epsilon": cfg.layer_norm_eps,
+            "feed_forward_proj": _t5_ffproj(cfg.mlp_activations),
+            "tie_word_embeddings": cfg.logits_via_embedding,
+            "is_encoder_decoder": True,
+            **common,
+        }
+    acts = cfg.mlp_activations
+    if len(acts) != 2 or acts[1] != "linear" or acts[0] not in _HF_ACT:
+        raise ValueError(f"HF Pix2Struct supports only gated MLPs, got {acts}")
+    if cfg.logits_via_embedding:
+        raise ValueError("HF Pix2Struct has untied logits only")
+    if cfg.num_heads * cfg.head_dim != cfg.emb_dim:
+        raise ValueError("HF Pix2Struct requires num_heads * head_dim == emb_dim")
+    act = _HF_ACT[acts[0]]
+    return {
+        "model_type": "pix2struct",
+        "architectures": ["Pix2StructForConditionalGeneration"],
+        "is_vqa": False,
+        "tie_word_embeddings": False,
+        "is_encoder_decoder": True,
+        "text_config": {
+            "model_type": "pix2struct_text_model",
+            "vocab_size": cfg.vocab_size,
+            "hidden_size": cfg.emb_dim,
+            "d_kv": cfg.head_dim,
+            "d_ff": cfg.mlp_dim,
+            "num_layers": cfg.num_decoder_layers,
+            "num_heads": cfg.num_heads,
+            "relative_attention_num_buckets": cfg.relative_attention_num_buckets,
+            "relative_attention_max_distance": cfg.relative_attention_max_distance,
+            "dropout_rate": cfg.dropout_rate,
+            "layer_norm_epsilon": cfg.layer_norm_eps,
+            "dense_act_fn": act,
+            "tie_word_embeddings": False,
+            **common,
+        },
+        "vision_config": {
+            "model_type": "pix2struct_vision_model",
+            "hidden_size": cfg.emb_dim,
+            "patch_embed_hidden_size": cfg.patch_dim,
+            "d_ff": cfg.mlp_dim,
+            "d_kv": cfg.head_dim,
+            "num_hidden_layers": cfg.num_encoder_layers,
+            "num_attention_heads": cfg.num_heads,
+            "dense_act_fn": act,
+            "layer_norm_eps": cfg.layer_norm_eps,
+            "dropout_rate": cfg.dropout_rate,
+            "seq_len": cfg.max_position_embeddings,
+        },
+    }
+
+
+def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
+    """chartjax config from an HF `config.json` dict; `where` names the file in errors."""
+    mt = hf.get("model_type")
+    try:
+        if mt in ("t5", "mt5", "umt5"):
+            ff = hf.get("feed_forward_proj", "relu")
+            gated = ff.startswith("gated-")
+            act = _FROM_HF_ACT[{"gated-gelu": "gelu_new"}.get(ff, ff.removeprefix("gated-"))]
+            return T5Config(
+                vocab_size=hf["vocab_size"],
+                emb_dim=hf["d_model"],
+                num_heads=hf["num_heads"],
+                head_dim=hf["d_kv"],
+                mlp_dim=hf["d_ff"],
+                num_encoder_layers=hf["num_layers"],
+                num_decoder_layers=hf.get("num_decoder_layers") or hf["num_layers"],
+                dropout_rate=hf.get("dropout_rate", 0.1),
+                relative_attention_num_buckets=hf.get("relative_attention_num_buckets", 32),
+                relative_attention_max_distance=hf.get("relative_attention_max_distance", 128),
+                mlp_activations=(act, "linear") if gated else (act,),
+                # HF v5: outputs are rescaled by d_model**-0.5 iff tied the T5 1.0 way; a tied
+                # but unscaled head (v5's saved v1.1 configs) loads as an untied copy of `shared`.
+                logits_via_embedding=bool(
+                    hf.get(
+                        "scale_decoder_outputs", hf.get("tie_word_embeddings", True) is not False
+                    )
+                ),
+                layer_norm_eps=hf.get("layer_norm_epsilon", 1e-6),
+                dtype=dtype,
+                pad_id=hf.get("pad_token_id", 0),
+                eos_id=hf.get("eos_token_id", 1),
+                decoder_start_token_id=hf.get("decoder_start_token_id", 0),
+            )
+        if mt == "pix2struct":
+            t, v = hf["text_config"], hf["vision_config"]
+            for tk, vk in (
+                ("hidden_size", "hidden_size"),
+                ("num_heads", "num_attention_heads"),
+                ("d_ff", "d_ff"),
+                ("d_kv", "d_kv"),
+            ):
+                if t.get(tk) != v.get(vk):
+                    raise ValueError(
+                        f"text_config.{tk}={t.get(tk)} != vision_config.{vk}="
+                        f"{v.get(vk)}: chartjax needs them equal"
+                    )
+            if t.get("dense_act_fn", "gelu_new") != v.get("dense_act_fn", "gelu_new"):
+                raise ValueError("text and vision dense_act_fn differ")
+            pdim = v.get("patch_embed_hidden_size", 768)
+            ps = int(round((pdim / 3) ** 0.5))
+            if ps * ps * 3 != pdim:
+                raise ValueError(f"vision_config.patch_embed_hidden_size={pdim} is not p*p*3")
+            return Pix2StructConfig(
+                vocab_size=t["vocab_size"],
+                emb_dim=t["hidden_size"],
+                num_heads=t["num_heads"],
+                head_dim=t["d_kv"],
+                mlp_dim=t["d_ff"],
+                num_encoder_layers=v["num_hidden_layers"],
+                num_decoder_layers=t["num_layers"],
+                dropout_rate=t.get("dropout_rate", 0.1),
+                relative_attention_num_buckets=t.get("relative_attention_num_buckets", 32),
+                relative_attention_max_distance=t.get("relative_attention_max_distance", 128),
+                mlp_activations=(_FROM_HF_ACT[t.get("dense_act_fn", "gelu_new")], "linear"),
+                layer_norm_eps=t.get("layer_norm_epsilon", 1e-6),
+                dtype=dtype,
+                pad_id=t.get("pad_token_id", 0),
+                eos_id=t.get("eos_token_id", 1),
+                decoder_start_token_id=t.get("decoder_start_token_id", 0),
+                patch_size=ps,
+                max_position_embeddings=v.get("seq_len", 4096),
+            )
+    except KeyError as e:
+        raise ValueError(f"{where}: missing field {e}") from None
+    raise ValueError(f"{where}: unsupported model_type {mt!r} (expected t5 or pix2struct)")
+
+
+# --------------------------------------------------------------------------- weights
+
+
+def _read_tensors(path: str) -> dict[str, np.ndarray]:
+    """All tensors of an HF directory (single or sharded safetensors, else pytorch .bin)."""
+    files = sorted(os.listdir(path))
+    st = [f for f in files if f.endswith(".safetensors")]
+    out: dict[str, np.ndarray] = {}
+    if st:
+        from safetensors.numpy import load_file
+
+        for f in st:
+            out.update(load_file(os.path.join(path, f)))
+        return out
+    bins = [f for f in files if re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin", f)]
+    if not bins:
+        raise FileNotFoundError(f"{path}: no *.safetensors or pytorch_model*.bin")
+    import torch
+
+    for f in bins:
+        sd = torch.load(os.path.join(path, f), map_location="cpu", weights_only=True)
+        out.update({k: v.float().numpy() for k, v in sd.items()})
+    return out
+
+
+def _lookup(tensors: dict[str, np.ndarray], name: str, where: str) -> np.ndarray:
+    aliases = {
+        "shared.weight": ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
+        "lm_head.weight": ("shared.weight",),  # tied without rescale (HF v5 T5 v1.1 save)
+        "decoder.lm_head.weight": ("decoder.embed_tokens.weight",),
+    }
+    for n in (name, *aliases.get(name, ())):
+        if n in tensors:
+            return tensors[n]
+    raise KeyError(f"{where}: missing tensor {name}")
+
+
+def load_params(
+    model, tensors: dict[str, np.ndarray], *, where: str = "checkpoint", seed: int = 0
+) -> None:
+    """Copy HF tensors into `model` in place (float32), checking every shape.
+
+    `model` may be abstract (`nnx.eval_shape`): its RNG streams are then filled from `seed`, so
+    loading never runs the random initializers.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    name_of = _name_fn(model)
+    state = nnx.state(model)
+    flat = nnx.to_flat_state(state)
+    for n, (path, var) in enumerate(flat):
+        if isinstance(var, nnx.Param):
+            name, transpose = name_of(tuple(path))
+            arr = np.asarray(_lookup(tensors, name, where), dtype=np.float32)
+            if transpose:
+                arr = arr.T
+            if arr.shape != var.shape:
+                raise ValueError(f"{where}: {name} has shape {arr.shape}, expected {var.shape}")
+            var.set_value(jnp.asarray(arr))
+        elif isinstance(var, nnx.RngKey) and isinstance(var.get_value(), jax.ShapeDtypeStruct):
+            var.set_value(jax.random.fold_in(jax.random.key(seed), n))
+        elif isinstance(var, nnx.RngCount) and isinstance(var.get_value(), jax.ShapeDtypeStruct):
+            var.set_value(jnp.zeros(var.shape, jnp.uint32))
+    nnx.update(model, nnx.from_flat_state(flat))
+
+
+def load(path: str, *, dtype: str = "float32", seed: int = 0):
+    """Load an HF checkpoint directory -> (chartjax model, config)."""
+    cfg_file = os.path.join(path, "config.json")
+    with open(cfg_file) as f:
+        cfg = config_from_hf(json.load(f), dtype=dtype, where=cfg_file)
+    build = p2s_lib.build if isinstance(cfg, Pix2StructConfig) else t5_lib.build
+    model = nnx.eval_shape(lambda: build(cfg, seed))
+    load_params(model, _read_tensors(path), where=path, seed=seed)
+    return model, cfg
+
+
+def to_hf_tensors(model) -> dict[str, np.ndarray]:
+    """HF-named float32 tensors of a chartjax model (contiguous, as safetensors needs)."""
+    name_of = _name_fn(model)
+    out = {}
+    for path, var in _flat_params(model):
+        name, transpose = name_of(path)
+        arr = np.asarray(var[...], dtype=np.float32)
+        out[name] = np.ascontiguousarray(arr.T if transpose else arr)
+    return out
+
+
+def save(model, path: str, *, safe_serialization: bool = True) -> None:
+    """Write `config.json` + `model.safetensors` (or `pytorch_model.bin`, needs torch)."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config_to_hf(model.cfg), f, indent=2)
+    tensors = to_hf_tensors(model)
+    if safe_serialization:
+        from safetensors.numpy import save_file
+
+        save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    else:
+        import torch
+
+        torch.save(
+            {k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
+            os.path.join(path, "pytorch_model.bin"),
+        )
+
+
+def hf_names(model) -> Iterable[str]:
+    """The HF tensor names `save` writes for `model` (for tests and tooling)."""
+    return (_name_fn(model)(p)[0] for p, _ in _flat_params(model))

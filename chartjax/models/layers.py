@@ -1,0 +1,283 @@
+"""Shared T5 v1.1 building blocks (Flax NNX), numerically as flaxformer's T5.
+
+Every parameter is created through `nnx.with_partitioning` with logical axis names (embed, mlp,
+heads, kv, joined_kv, vocab, relpos_buckets, patch, abspos_buckets); `chartjax.mesh` maps them to
+mesh axes. Kernels are stored 2-D `[in, out]` exactly as flaxformer's `DenseGeneral(reshape_kernel=
+True)`, so T5X and HF checkpoints map one-to-one (HF only transposes).
+
+Numerics (models.md §7): RMSNorm in fp32, no 1/sqrt(d) scaling in attention (folded into the query
+init), softmax in fp32, gated GELU with the tanh approximation.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+Names = tuple[str | None, ...]
+NEG_INF = -1e10  # flaxformer's mask bias: a fully masked row stays finite (uniform softmax)
+
+
+def constrain(x: jax.Array, names: Names) -> jax.Array:
+    """Activation sharding by logical names through `chartjax.mesh.constrain` once the train loop
+    has imported it (a no-op outside its `activate` context). Looked up lazily because
+    `chartjax.mesh` imports gin, which the benchmarks must not import."""
+    mesh = sys.modules.get("chartjax.mesh")
+    return x if mesh is None else mesh.constrain(x, names)
+
+
+def _param(rngs: nnx.Rngs, init, shape: Sequence[int], names: Names) -> nnx.Param:
+    return nnx.Param(nnx.with_partitioning(init, names)(rngs.params(), tuple(shape), jnp.float32))
+
+
+def _fan_in_normal(scale: float = 1.0):
+    return jax.nn.initializers.variance_scaling(scale, "fan_in", "truncated_normal")
+
+
+class RMSNorm(nnx.Module):
+    """T5LayerNorm: `x * rsqrt(mean(x^2) + eps) * scale` in float32, cast back to `dtype`."""
+
+    def __init__(self, dim: int, *, eps: float = 1e-6, dtype=jnp.float32, rngs: nnx.Rngs):
+        self.scale = _param(rngs, jax.nn.initializers.ones, (dim,), ("embed",))
+        self.eps = eps
+        self.dtype = dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x32 = x.astype(jnp.float32)
+        var = jnp.mean(jnp.square(x32), axis=-1, keepdims=True)
+        y = x32 * jax.lax.rsqrt(var + self.eps) * self.scale[...]
+        return y.astype(self.dtype)
+
+
+class Dense(nnx.Module):
+    """Dense layer with a 2-D `[in, out]` kernel; no bias unless asked (only the patch projection)."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        names: Names,
+        *,
+        use_bias: bool = False,
+        kernel_init=None,
+        dtype=jnp.float32,
+        rngs: nnx.Rngs,
+    ):
+        init = kernel_init or _fan_in_normal()
+        self.kernel = _param(rngs, init, (in_features, out_features), names)
+        self.bias = (
+            _param(rngs, jax.nn.initializers.zeros, (out_features,), (names[-1],))
+            if use_bias
+            else None
+        )
+        self.dtype = dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+        if self.bias is not None:
+            y = y + self.bias[...].astype(self.dtype)
+        return y
+
+
+class Embed(nnx.Module):
+    """Embedding table `[num, features]`, init normal(1.0) as flaxformer's token embedder."""
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        features: int,
+        names: Names = ("vocab", "embed"),
+        *,
+        dtype=jnp.float32,
+        rngs: nnx.Rngs,
+    ):
+        init = jax.nn.initializers.normal(stddev=1.0)
+        self.embedding = _param(rngs, init, (num_embeddings, features), names)
+        self.dtype = dtype
+
+    def __call__(self, ids: jax.Array) -> jax.Array:
+        return jnp.take(self.embedding[...], ids, axis=0).astype(self.dtype)
+
+    def attend(self, x: jax.Array) -> jax.Array:
+        """Tied output projection (original T5): `x @ embedding.T` in float32."""
+        return jnp.dot(x.astype(jnp.float32), self.embedding[...].T)
+
+
+_ACTIVATIONS = {
+    "gelu": lambda x: jax.nn.gelu(x, approximate=True),  # HF "gelu_new", flax nn.gelu default
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "linear": lambda x: x,
+}
+
+
+class MlpBlock(nnx.Module):
+    """T5 MLP: `wo(prod_i act_i(wi_i x))`; ("gelu", "linear") is the v1.1 gated GELU."""
+
+    def __init__(
+        self,
+        emb_dim: int,
+        mlp_dim: int,
+        activations: Sequence[str],
+        *,
+        dropout_rate: float,
+        dtype,
+        rngs: nnx.Rngs,
+    ):
+        for a in activations:
+            if a not in _ACTIVATIONS:
+                raise ValueError(f"mlp_activations: unknown activation {a!r}")
+        self.activations = tuple(activations)
+        if len(self.activations) not in (1, 2):
+            raise ValueError("mlp_activations: one or two activations are supported")
+
+        def make():
+            return Dense(emb_dim, mlp_dim, ("embed", "mlp"), dtype=dtype, rngs=rngs)
+
+        if len(self.activations) == 1:
+            self.wi = make()
+        else:
+            self.wi_0 = make()
+            self.wi_1 = make()
+        self.wo = Dense(mlp_dim, emb_dim, ("mlp", "embed"), dtype=dtype, rngs=rngs)
+        self.dropout = nnx.Dropout(dropout_rate, rngs=rngs)
+
+    def __call__(self, x: jax.Array, *, deterministic: bool) -> jax.Array:
+        if len(self.activations) == 1:
+            h = _ACTIVATIONS[self.activations[0]](self.wi(x))
+        else:
+            h = _ACTIVATIONS[self.activations[0]](self.wi_0(x))
+            h = h * _ACTIVATIONS[self.activations[1]](self.wi_1(x))
+        h = self.dropout(h, deterministic=deterministic)
+        return self.wo(h)
+
+
+def relative_position_buckets(
+    q_len: int, k_len: int, *, bidirectional: bool, num_buckets: int, max_distance: int
+) -> np.ndarray:
+    """T5 relative-position buckets `[q_len, k_len]` (static NumPy, as flaxformer computes them)."""
+    rel = np.arange(k_len)[None, :] - np.arange(q_len)[:, None]  # memory - context
+    n = -rel
+    ret = np.zeros_like(n)
+    if bidirectional:
+        num_buckets //= 2
+        ret += (n < 0).astype(n.dtype) * num_buckets
+        n = np.abs(n)
+    else:
+        n = np.maximum(n, 0)
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    with np.errstate(divide="ignore"):
+        large = max_exact + (
+            np.log(n.astype(np.float32) / max_exact + np.finfo(np.float32).eps)
+            / np.log(max_distance / max_exact)
+            * (num_buckets - max_exact)
+        ).astype(np.int32)
+    large = np.minimum(large, num_buckets - 1)
+    return (ret + np.where(is_small, n, large)).astype(np.int32)
+
+
+class RelativePositionBias(nnx.Module):
+    """One relative-position table per stack: `rel_embedding [heads, buckets]` (T5X layout)."""
+
+    def __init__(
+        self,
+        num_heads: int,
+        *,
+        num_buckets: int,
+        max_distance: int,
+        bidirectional: bool,
+        rngs: nnx.Rngs,
+    ):
+        init = jax.nn.initializers.variance_scaling(1.0, "fan_avg", "uniform")
+        self.rel_embedding = _param(
+            rngs, init, (num_heads, num_buckets), ("heads", "relpos_buckets")
+        )
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.bidirectional = bidirectional
+
+    def buckets(self, q_len: int, k_len: int) -> np.ndarray:
+        return relative_position_buckets(
+            q_len,
+            k_len,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+
+    def __call__(self, q_len: int, k_len: int) -> jax.Array:
+        """Bias `[1, heads, q_len, k_len]` in float32."""
+        table = self.rel_embedding[...]
+        return jnp.take(table, jnp.asarray(self.buckets(q_len, k_len)), axis=1)[None]
+
+    def row(self, index: jax.Array, k_len: int) -> jax.Array:
+        """Bias of the single query at position `index` (traced) over `k_len` keys: `[1,H,1,K]`."""
+        rows = jnp.asarray(self.buckets(k_len, k_len))
+        bucket_row = jax.lax.dynamic_index_in_dim(rows, index, axis=0, keepdims=False)
+        return jnp.take(self.rel_embedding[...], bucket_row, axis=1)[None, :, None, :]
+
+
+def mask_to_bias(mask: jax.Array) -> jax.Array:
+    """Boolean mask broadcastable to `[B, H, Q, K]` -> additive float32 bias."""
+    return jnp.where(mask, 0.0, NEG_INF).astype(jnp.float32)
+
+
+class Attention(nnx.Module):
+    """Multi-head dot-product attention without 1/sqrt(d) scaling (T5).
+
+    Kernels: query/key/value `[embed, heads*head_dim]` (head-major), out `[heads*head_dim, embed]`.
+    """
+
+    def __init__(
+        self,
+        emb_dim: int,
+        num_heads: int,
+        head_dim: int,
+        *,
+        dropout_rate: float,
+        dtype,
+        rngs: nnx.Rngs,
+    ):
+        inner = num_heads * head_dim
+        # flaxformer folds 1/sqrt(head_dim) into the query init instead of scaling the logits.
+        q_init = _fan_in_normal(1.0 / head_dim)
+        self.query = Dense(
+            emb_dim, inner, ("embed", "joined_kv"), kernel_init=q_init, dtype=dtype, rngs=rngs
+        )
+        self.key = Dense(emb_dim, inner, ("embed", "joined_kv"), dtype=dtype, rngs=rngs)
+        self.value = Dense(emb_dim, inner, ("embed", "joined_kv"), dtype=dtype, rngs=rngs)
+        self.out = Dense(inner, emb_dim, ("joined_kv", "embed"), dtype=dtype, rngs=rngs)
+        self.dropout = nnx.Dropout(dropout_rate, rngs=rngs)
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.dtype = dtype
+
+    def _split(self, x: jax.Array) -> jax.Array:
+        return x.reshape(*x.shape[:-1], self.num_heads, self.head_dim)
+
+    def project_kv(self, x_kv: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Keys and values `[B, K, H, D]` (used to fill the decoding caches)."""
+        return self._split(self.key(x_kv)), self._split(self.value(x_kv))
+
+    def attend(
+        self, x_q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array, *, deterministic: bool
+    ) -> jax.Array:
+        """Attention of `x_q [B, Q, E]` over projected `k, v`; `bias` float32 `[B|1, H|1, Q, K]`."""
+        q = self._split(self.query(x_q))
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
+        weights = jax.nn.softmax(logits + bias, axis=-1)
+        weights = self.dropout(weights, deterministic=deterministic)
+        y = jnp.einsum("bhqk,bkhd->bqhd", weights.astype(self.dtype), v)
+        return self.out(y.reshape(*y.shape[:2], self.num_heads * self.head_dim))
+
+    def __call__(
+        self, x_q: jax.Array, x_kv: jax.Array, bias: jax.Array, *, deterministic: bool
+    ) -> jax.Array:
+        k, v = self.project_kv(x_kv)
+        return self.attend(x_q, k, v, bias, deterministic=deterministic)

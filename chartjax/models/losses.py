@@ -1,0 +1,43 @@
+"""T5X cross-entropy with z-loss (models.md §1.3), all in float32.
+
+`cross_entropy_with_z_loss` returns sums over tokens as T5X does (`loss_normalizing_factor=None`);
+`seq2seq_loss` divides by the number of target tokens for the train loop's per-token loss.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def cross_entropy_with_z_loss(
+    logits: jax.Array, targets: jax.Array, weights: jax.Array | None, z_loss: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """-> (total_loss, z_loss_term, weight_sum), each summed over weighted tokens.
+
+    Per token: `logsumexp(z) - z[target] + z_loss * logsumexp(z)**2` (no label smoothing).
+    """
+    logits = logits.astype(jnp.float32)
+    log_z = jax.nn.logsumexp(logits, axis=-1)
+    target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), axis=-1)[
+        ..., 0
+    ]
+    z_term = z_loss * jnp.square(log_z)
+    loss = log_z - target_logit + z_term
+    w = jnp.ones_like(loss) if weights is None else weights.astype(jnp.float32)
+    return jnp.sum(loss * w), jnp.sum(z_term * w), jnp.sum(w)
+
+
+def seq2seq_loss(model, batch, *, deterministic: bool) -> tuple[jax.Array, dict]:
+    """Mean per-token loss over `decoder_target_tokens != 0`, and aux metrics.
+
+    aux: `z_loss` (mean per token), `num_tokens`, `accuracy` (argmax == target over weighted).
+    """
+    logits = model(batch, deterministic=deterministic)
+    targets = batch["decoder_target_tokens"]
+    weights = (targets != 0).astype(jnp.float32)
+    total, z_term, n = cross_entropy_with_z_loss(logits, targets, weights, model.cfg.z_loss)
+    denom = jnp.maximum(n, 1.0)
+    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32) * weights
+    aux = {"z_loss": z_term / denom, "num_tokens": n, "accuracy": jnp.sum(correct) / denom}
+    return total / denom, aux

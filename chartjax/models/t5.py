@@ -1,0 +1,271 @@
+"""T5 v1.1 / Flan-T5 encoder-decoder (Flax NNX), and the text decoder Pix2Struct reuses.
+
+Structure and names follow flaxformer's T5 (T5X checkpoint names, models.md §1.6 / §3.6): pre-LN
+layers, one relative-position table per stack (bidirectional in the encoder, causal in the
+decoder), a shared `token_embedder`, untied `logits_dense` unless `logits_via_embedding`.
+
+Decoding uses explicit caches (a pytree of arrays) so the loops in `decoding.py` are pure
+`lax.while_loop`s: `init_cache` projects the encoder keys/values once per layer and allocates the
+self-attention caches; `decode_step` runs one token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from chartjax.models.layers import (
+    Attention,
+    Dense,
+    Embed,
+    MlpBlock,
+    RelativePositionBias,
+    RMSNorm,
+    constrain,
+    mask_to_bias,
+)
+from chartjax.models.model_configs import Pix2StructConfig, T5Config
+
+Cache = dict[str, Any]
+ACT = ("batch", "length", "embed")  # logical axes of the hidden states
+
+
+def _layer_kwargs(cfg) -> dict:
+    return {"dropout_rate": cfg.dropout_rate, "dtype": cfg.activation_dtype}
+
+
+class EncoderLayer(nnx.Module):
+    """Pre-LN self-attention + gated MLP (used by the T5 and Pix2Struct encoders)."""
+
+    def __init__(self, cfg: T5Config | Pix2StructConfig, *, rngs: nnx.Rngs):
+        dt = cfg.activation_dtype
+        self.pre_attention_layer_norm = RMSNorm(
+            cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=dt, rngs=rngs
+        )
+        self.attention = Attention(
+            cfg.emb_dim, cfg.num_heads, cfg.head_dim, rngs=rngs, **_layer_kwargs(cfg)
+        )
+        self.pre_mlp_layer_norm = RMSNorm(cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=dt, rngs=rngs)
+        self.mlp = MlpBlock(
+            cfg.emb_dim, cfg.mlp_dim, cfg.mlp_activations, rngs=rngs, **_layer_kwargs(cfg)
+        )
+        self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+    def __call__(self, x: jax.Array, bias: jax.Array, *, deterministic: bool) -> jax.Array:
+        h = self.pre_attention_layer_norm(x)
+        h = self.attention(h, h, bias, deterministic=deterministic)
+        x = x + self.dropout(h, deterministic=deterministic)
+        h = self.mlp(self.pre_mlp_layer_norm(x), deterministic=deterministic)
+        return x + self.dropout(h, deterministic=deterministic)
+
+
+class EncoderStack(nnx.Module):
+    """Layers + final `encoder_norm`; `relpos_bias` only where the family has one (T5)."""
+
+    def __init__(self, cfg, *, relative_bias: bool, rngs: nnx.Rngs):
+        self.relpos_bias = (
+            RelativePositionBias(
+                cfg.num_heads,
+                num_buckets=cfg.relative_attention_num_buckets,
+                max_distance=cfg.relative_attention_max_distance,
+                bidirectional=True,
+                rngs=rngs,
+            )
+            if relative_bias
+            else None
+        )
+        self.layers = nnx.List(
+            [EncoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_encoder_layers)]
+        )
+        self.encoder_norm = RMSNorm(
+            cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=cfg.activation_dtype, rngs=rngs
+        )
+        self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+    def __call__(self, x: jax.Array, mask: jax.Array, *, deterministic: bool) -> jax.Array:
+        """`x [B, S, E]` embedded inputs, `mask [B, S]` bool."""
+        bias = mask_to_bias(mask[:, None, :, None] & mask[:, None, None, :])
+        if self.relpos_bias is not None:
+            bias = bias + self.relpos_bias(x.shape[1], x.shape[1])
+        x = constrain(self.dropout(x, deterministic=deterministic), ACT)
+        for layer in self.layers:
+            x = constrain(layer(x, bias, deterministic=deterministic), ACT)
+        return self.dropout(self.encoder_norm(x), deterministic=deterministic)
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg, *, rngs: nnx.Rngs):
+        dt, eps, e = cfg.activation_dtype, cfg.layer_norm_eps, cfg.emb_dim
+        kw = _layer_kwargs(cfg)
+        self.pre_self_attention_layer_norm = RMSNorm(e, eps=eps, dtype=dt, rngs=rngs)
+        self.self_attention = Attention(e, cfg.num_heads, cfg.head_dim, rngs=rngs, **kw)
+        self.pre_cross_attention_layer_norm = RMSNorm(e, eps=eps, dtype=dt, rngs=rngs)
+        self.encoder_decoder_attention = Attention(e, cfg.num_heads, cfg.head_dim, rngs=rngs, **kw)
+        self.pre_mlp_layer_norm = RMSNorm(e, eps=eps, dtype=dt, rngs=rngs)
+        self.mlp = MlpBlock(e, cfg.mlp_dim, cfg.mlp_activations, rngs=rngs, **kw)
+        self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+    def __call__(self, x, self_kv, self_bias, cross_kv, cross_bias, *, deterministic: bool):
+        """`self_kv`/`cross_kv`: projected (k, v), or None to project from `x` / must be given."""
+        h = self.pre_self_attention_layer_norm(x)
+        k, v = self_kv if self_kv is not None else self.self_attention.project_kv(h)
+        h = self.self_attention.attend(h, k, v, self_bias, deterministic=deterministic)
+        x = x + self.dropout(h, deterministic=deterministic)
+        h = self.pre_cross_attention_layer_norm(x)
+        h = self.encoder_decoder_attention.attend(
+            h, *cross_kv, cross_bias, deterministic=deterministic
+        )
+        x = x + self.dropout(h, deterministic=deterministic)
+        h = self.mlp(self.pre_mlp_layer_norm(x), deterministic=deterministic)
+        return x + self.dropout(h, deterministic=deterministic)
+
+
+class Decoder(nnx.Module):
+    """T5 v1.1 decoder stack. With `own_embedder` (Pix2Struct) it holds `token_embedder`;
+    otherwise (T5) the caller passes the shared embedder to each call."""
+
+    def __init__(self, cfg, *, own_embedder: bool, rngs: nnx.Rngs):
+        self.cfg = cfg
+        dt = cfg.activation_dtype
+        self.token_embedder = (
+            Embed(cfg.vocab_size, cfg.emb_dim, dtype=dt, rngs=rngs) if own_embedder else None
+        )
+        self.relpos_bias = RelativePositionBias(
+            cfg.num_heads,
+            num_buckets=cfg.relative_attention_num_buckets,
+            max_distance=cfg.relative_attention_max_distance,
+            bidirectional=False,
+            rngs=rngs,
+        )
+        self.layers = nnx.List(
+            [DecoderLayer(cfg, rngs=rngs) for _ in range(cfg.num_decoder_layers)]
+        )
+        self.decoder_norm = RMSNorm(cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=dt, rngs=rngs)
+        self.logits_dense = (
+            None
+            if cfg.logits_via_embedding
+            else Dense(
+                cfg.emb_dim, cfg.vocab_size, ("embed", "vocab"), dtype=jnp.float32, rngs=rngs
+            )
+        )
+        self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+
+    def _embedder(self, embedder: Embed | None) -> Embed:
+        emb = self.token_embedder if self.token_embedder is not None else embedder
+        if emb is None:
+            raise ValueError("Decoder without its own token_embedder needs `embedder=`")
+        return emb
+
+    def _logits(self, x: jax.Array, emb: Embed, deterministic: bool) -> jax.Array:
+        x = self.dropout(self.decoder_norm(x), deterministic=deterministic)
+        if self.logits_dense is None:
+            return emb.attend(x) / jnp.sqrt(jnp.float32(x.shape[-1]))
+        return self.logits_dense(x.astype(jnp.float32))
+
+    def __call__(
+        self,
+        tokens: jax.Array,
+        encoded: jax.Array,
+        encoder_mask: jax.Array,
+        target_mask: jax.Array | None,
+        *,
+        deterministic: bool,
+        embedder: Embed | None = None,
+    ) -> jax.Array:
+        """Teacher-forced logits `[B, T, vocab]` float32."""
+        emb = self._embedder(embedder)
+        t = tokens.shape[1]
+        causal = jnp.tril(jnp.ones((t, t), bool))[None, None]
+        q_valid = jnp.ones(tokens.shape, bool) if target_mask is None else target_mask
+        self_bias = mask_to_bias(causal & q_valid[:, None, :, None] & q_valid[:, None, None, :])
+        self_bias = self_bias + self.relpos_bias(t, t)
+        cross_bias = mask_to_bias(q_valid[:, None, :, None] & encoder_mask[:, None, None, :])
+        x = constrain(self.dropout(emb(tokens), deterministic=deterministic), ACT)
+        for layer in self.layers:
+            cross_kv = layer.encoder_decoder_attention.project_kv(encoded)
+            x = layer(x, None, self_bias, cross_kv, cross_bias, deterministic=deterministic)
+            x = constrain(x, ACT)
+        return constrain(self._logits(x, emb, deterministic), ("batch", "length", "vocab"))
+
+    def init_cache(self, encoded: jax.Array, encoder_mask: jax.Array, max_len: int) -> Cache:
+        """Cross-attention K/V of every layer and empty self-attention caches of `max_len`."""
+        b = encoded.shape[0]
+        dt = self.cfg.activation_dtype
+        shape = (b, max_len, self.cfg.num_heads, self.cfg.head_dim)
+        return {
+            "cross": [layer.encoder_decoder_attention.project_kv(encoded) for layer in self.layers],
+            "self": [(jnp.zeros(shape, dt), jnp.zeros(shape, dt)) for _ in self.layers],
+            "encoder_mask": encoder_mask,
+        }
+
+    def decode_step(
+        self, tokens: jax.Array, cache: Cache, index: jax.Array, *, embedder: Embed | None = None
+    ) -> tuple[jax.Array, Cache]:
+        """One step: `tokens [B]` at position `index` -> (logits `[B, vocab]` fp32, new cache)."""
+        emb = self._embedder(embedder)
+        max_len = cache["self"][0][0].shape[1]
+        key_valid = jnp.arange(max_len) <= index
+        self_bias = mask_to_bias(key_valid[None, None, None, :]) + self.relpos_bias.row(
+            index, max_len
+        )
+        cross_bias = mask_to_bias(cache["encoder_mask"][:, None, None, :])
+        x = emb(tokens[:, None])
+        new_self = []
+        for layer, (kc, vc), cross_kv in zip(self.layers, cache["self"], cache["cross"]):
+            h = layer.pre_self_attention_layer_norm(x)
+            k, v = layer.self_attention.project_kv(h)
+            kc = jax.lax.dynamic_update_slice_in_dim(kc, k.astype(kc.dtype), index, axis=1)
+            vc = jax.lax.dynamic_update_slice_in_dim(vc, v.astype(vc.dtype), index, axis=1)
+            new_self.append((kc, vc))
+            x = layer(x, (kc, vc), self_bias, cross_kv, cross_bias, deterministic=True)
+        logits = self._logits(x, emb, True)[:, 0]
+        return logits, {**cache, "self": new_self}
+
+
+class T5Transformer(nnx.Module):
+    """T5 v1.1 / Flan-T5: `token_embedder` (shared), `encoder`, `decoder`."""
+
+    def __init__(self, cfg: T5Config, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.token_embedder = Embed(
+            cfg.vocab_size, cfg.emb_dim, dtype=cfg.activation_dtype, rngs=rngs
+        )
+        self.encoder = EncoderStack(cfg, relative_bias=True, rngs=rngs)
+        self.decoder = Decoder(cfg, own_embedder=False, rngs=rngs)
+
+    def encoder_mask(self, batch) -> jax.Array:
+        return batch["encoder_input_tokens"] > 0
+
+    def encode(self, batch, deterministic: bool = True) -> jax.Array:
+        tokens = batch["encoder_input_tokens"]
+        return self.encoder(
+            self.token_embedder(tokens), self.encoder_mask(batch), deterministic=deterministic
+        )
+
+    def __call__(self, batch, *, deterministic: bool) -> jax.Array:
+        encoded = self.encode(batch, deterministic=deterministic)
+        targets = batch.get("decoder_target_tokens")
+        return self.decoder(
+            batch["decoder_input_tokens"],
+            encoded,
+            self.encoder_mask(batch),
+            None if targets is None else targets > 0,
+            deterministic=deterministic,
+            embedder=self.token_embedder,
+        )
+
+    def init_cache(self, encoded, encoder_mask, max_len: int) -> Cache:
+        return self.decoder.init_cache(encoded, encoder_mask, max_len)
+
+    def decode_step(self, tokens, cache: Cache, index) -> tuple[jax.Array, Cache]:
+        return self.decoder.decode_step(tokens, cache, index, embedder=self.token_embedder)
+
+
+def build(config: T5Config, rngs: nnx.Rngs | int = 0) -> T5Transformer:
+    """Factory used by the train loop: a freshly initialised T5 model."""
+    if isinstance(rngs, int):
+        rngs = nnx.Rngs(params=rngs, dropout=rngs + 1)
+    return T5Transformer(config, rngs=rngs)

@@ -1,0 +1,51 @@
+"""Fine-tuning starts from official weights: 2 train steps from a tiny T5X checkpoint."""
+
+import json
+
+import gin
+import jax
+import numpy as np
+import pytest
+
+from chartjax import config as config_lib
+from chartjax import train as train_lib
+from chartjax.interop import t5x
+from chartjax.models import losses, t5, tiny
+from chartjax.tasks import seq2seq_synthetic
+
+BINDINGS = ["T5Config.dtype = 'float32'", "train.num_train_steps = 2", "train.log_every = 1",
+            "train.checkpoint_every = 2", "train.final_eval = False", "train.progress = False"]
+
+
+def _run(workdir, extra):
+    gin.clear_config()
+    config_lib.parse_gin(["tasks/t5_synthetic_smoke.gin"], BINDINGS + extra)
+    try:
+        train_lib.train(str(workdir))
+    finally:
+        gin.clear_config()
+    rows = [json.loads(x) for x in (workdir / "train_metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in rows}
+
+
+@pytest.mark.parametrize("layout", ["kvstore"])
+def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout):
+    model = t5.build(tiny.tiny_t5(), 7)
+    ckpt = tmp_path / "checkpoint_1000"
+    t5x.save(model, str(ckpt), step=1000)
+    # The loss the checkpoint's weights give on the run's first global batch.
+    task = seq2seq_synthetic.make_task(modality="text")
+    batch = jax.tree.map(np.asarray, next(task.train_batches(16, 0, 0, 0, 1)))
+    expected, _ = losses.seq2seq_loss(model, batch, deterministic=True)
+
+    fine = _run(tmp_path / "finetune", ["include 'init/t5x.gin'",
+                                        f"INIT_PATH = '{ckpt}'"])
+    scratch = _run(tmp_path / "scratch", [])
+    assert sorted(fine) == [1, 2]
+    np.testing.assert_allclose(fine[1], float(expected), rtol=1e-5)
+    assert abs(scratch[1] - fine[1]) > 1e-3  # a random init would not give that loss
+
+
+def test_init_checkpoint_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="init checkpoint"):
+        _run(tmp_path / "x", ["include 'init/t5x.gin'", f"INIT_PATH = '{tmp_path}/nope'"])

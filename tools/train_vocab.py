@@ -1,0 +1,112 @@
+"""Train a SentencePiece vocabulary for from-scratch models (T5 conventions).
+
+    python -m tools.train_vocab --input corpus.txt [more.txt ...] --out vocab --vocab_size 32000
+    python -m tools.train_vocab --input data.jsonl --field caption --field table --out vocab
+
+Writes `<out>.model` and `<out>.vocab`. Ids: pad 0, EOS 1, UNK 2, no BOS; byte fallback on, so
+any byte (newline included, as `<0x0A>`) is encodable. Multi-line texts are split into lines
+before training, so "\\n" never becomes a piece of its own and always goes through byte fallback,
+as in the released Pix2Struct vocabulary. Normalization is NFKC (not SentencePiece's default
+`nmt_nfkc`, which would turn newlines into spaces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Iterable, Iterator
+
+
+def iter_texts(paths: Iterable[str], fields: Iterable[str] = ()) -> Iterator[str]:
+    """Lines of text files, or the named string fields of JSONL records (`.jsonl`/`.json`).
+
+    Raises ValueError naming the file and line of a bad JSONL record or a missing field.
+    """
+    fields = list(fields)
+    for path in paths:
+        is_jsonl = path.endswith((".jsonl", ".json"))
+        if is_jsonl and not fields:
+            raise ValueError(f"{path}: JSONL input needs --field")
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not is_jsonl:
+                    yield line.rstrip("\n")
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{lineno}: invalid JSON ({e})") from None
+                for name in fields:
+                    if name not in rec:
+                        raise ValueError(f"{path}:{lineno}: missing field {name!r}")
+                    value = rec[name]
+                    if not isinstance(value, str):
+                        value = json.dumps(value, ensure_ascii=False)
+                    yield from value.split("\n")
+
+
+def train(
+    texts: Iterable[str],
+    out_prefix: str,
+    *,
+    vocab_size: int,
+    model_type: str = "unigram",
+    character_coverage: float = 0.9999,
+    input_sentence_size: int = 10_000_000,
+    hard_vocab_limit: bool = True,
+) -> str:
+    """Train on `texts` (one sentence each; newlines inside are split off) -> `<out>.model`."""
+    import sentencepiece as spm
+
+    def sentences():
+        for t in texts:
+            for s in t.split("\n"):
+                if s.strip():
+                    yield s
+
+    os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=sentences(),
+        model_prefix=out_prefix,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        byte_fallback=True,
+        normalization_rule_name="nfkc",
+        character_coverage=character_coverage,
+        input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=True,
+        hard_vocab_limit=hard_vocab_limit,
+        minloglevel=2,
+    )
+    return out_prefix + ".model"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--input", nargs="+", required=True, help="text files and/or JSONL files")
+    p.add_argument("--field", action="append", default=[], help="JSONL field(s) to read")
+    p.add_argument("--out", required=True, help="output prefix: writes <out>.model, <out>.vocab")
+    p.add_argument("--vocab_size", type=int, default=32000)
+    p.add_argument("--model_type", default="unigram", choices=["unigram", "bpe"])
+    p.add_argument("--character_coverage", type=float, default=0.9999)
+    p.add_argument("--soft_vocab_limit", action="store_true",
+                   help="allow fewer pieces than --vocab_size on small corpora")
+    a = p.parse_args(argv)
+    for path in a.input:
+        if not os.path.isfile(path):
+            p.error(f"input file not found: {path}")
+    model = train(iter_texts(a.input, a.field), a.out, vocab_size=a.vocab_size,
+                  model_type=a.model_type, character_coverage=a.character_coverage,
+                  hard_vocab_limit=not a.soft_vocab_limit)
+    print(json.dumps({"model": model, "vocab_size": a.vocab_size}))
+
+
+if __name__ == "__main__":
+    main()
