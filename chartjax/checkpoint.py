@@ -92,7 +92,7 @@ def _args(state, meta):
     return ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
 
 
-def restore_params_only(path: str, abstract_params, shardings=None):
+def restore_params_only(path: str):
     """Load only `params` from a chartjax checkpoint step folder (for init from a run)."""
     mgr = ocp.CheckpointManager(os.path.dirname(os.path.abspath(path)),
                                 item_names=("state", "meta"))

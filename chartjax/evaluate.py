@@ -25,21 +25,23 @@ from chartjax.metrics import report
 from chartjax.tasks import registry
 
 
-def _predict_fn(model_def, task, spec_shardings, mesh):
+def make_predict_fn(model_def, task, state_shardings, mesh):
+    """The jitted prediction step; build it once per run so evaluations reuse the compile."""
     def predict(state, batch):
         model = model_def.merge(state["params"], state["model_state"])
         return task.predict(model, batch)
 
-    return jax.jit(predict, in_shardings=(spec_shardings, None),
+    return jax.jit(predict, in_shardings=(state_shardings, None),
                    out_shardings=NamedSharding(mesh, PartitionSpec()))
 
 
 def evaluate_split(task: registry.Task, model_def: state_lib.ModelDef, state, mesh, rules, *,
                    split: str, step: int, global_batch_size: int, out_dir: str,
-                   checkpoint: str | None = None) -> dict:
+                   checkpoint: str | None = None, predict=None) -> dict:
     pid, nproc = jax.process_index(), jax.process_count()
-    shardings = jax.tree.map(lambda x: x.sharding, state)
-    predict = _predict_fn(model_def, task, shardings, mesh)
+    if predict is None:
+        predict = make_predict_fn(model_def, task, jax.tree.map(lambda x: x.sharding, state),
+                                  mesh)
     local = global_batch_size // nproc
     rows: dict[str, list] = {}
     for batch in task.eval_batches(split, global_batch_size, pid, nproc):
@@ -113,12 +115,13 @@ def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
             raise FileNotFoundError(f"no checkpoint in {ckpt.dir}")
     state, _ = ckpt.restore(spec.abstract, spec.shardings, step=step)
     results = {}
+    predict = make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
     with mesh_lib.activate(mesh, axis_rules):
         for split in splits or the_task.eval_splits:
             results[split] = evaluate_split(
                 the_task, spec.model_def, state, mesh, axis_rules, split=split, step=step,
                 global_batch_size=eval_batch_size, out_dir=os.path.join(workdir, "eval"),
-                checkpoint=os.path.join(ckpt.dir, str(step)))
+                checkpoint=os.path.join(ckpt.dir, str(step)), predict=predict)
     ckpt.close()
     return results
 

@@ -41,7 +41,7 @@ def load_params(fmt: str, path: str, model_fn) -> dict:
             return ckptr.restore(os.path.join(os.path.abspath(path), "params"))
     from chartjax import checkpoint as ckpt_lib
 
-    return ckpt_lib.restore_params_only(path, None)
+    return ckpt_lib.restore_params_only(path)
 
 
 def check_shapes(params: dict, abstract: dict, where: str) -> None:

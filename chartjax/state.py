@@ -96,13 +96,9 @@ def create(model_fn: ModelFn, tx: optax.GradientTransformation, mesh: Mesh, rule
     out_shardings=...), so no parameter is ever materialized unsharded on one device.
     """
     def build():
-        model = model_fn(rngs=nnx.Rngs(params=seed, dropout=seed + 1, default=seed + 2))
-        graphdef, params, rngs, rest = _split(model)
-        return graphdef, params, rngs, rest
+        return _split(model_fn(rngs=nnx.Rngs(params=seed, dropout=seed + 1, default=seed + 2)))
 
-    abstract_model = nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(params=seed, dropout=seed + 1,
-                                                              default=seed + 2)))
-    graphdef, a_params, _, a_rest = _split(abstract_model)
+    graphdef, a_params, _, a_rest = nnx.eval_shape(build)
     params_axes, rest_axes = _logical(a_params), _logical(a_rest)
 
     def init_state():

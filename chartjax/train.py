@@ -132,6 +132,7 @@ def train(workdir: str, *,
                                                                            replicated),
                       donate_argnums=0)
     finite_fn = jax.jit(_all_finite, out_shardings=replicated)
+    predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
 
     def meta_for(step):
         return {"step": step, "examples_seen": step * global_batch_size,
@@ -152,7 +153,7 @@ def train(workdir: str, *,
                     the_task, spec.model_def, state, mesh, axis_rules, split=split, step=step,
                     global_batch_size=eval_batch_size or global_batch_size,
                     out_dir=os.path.join(workdir, "eval"),
-                    checkpoint=os.path.join(ckpt.dir, str(step)))
+                    checkpoint=os.path.join(ckpt.dir, str(step)), predict=predict_fn)
                 results[split] = out["metrics"]
                 log.info(f"eval {split} @ {step}: " + ", ".join(
                     f"{k}={v:.4f}" for k, v in out["metrics"].items()))
