@@ -4,8 +4,9 @@
 
 Prints one JSON object: figures/s (wall clock, whole split incl. JSON writing and balancing),
 figures/s per core (= with 1 worker), the scaling efficiency of the larger worker counts, CPU
-seconds per figure of the 1-worker run, and the load average at start (the machine may be
-shared, which lowers the figures). Goal (issue 2): >= 15 figures/s/core, linear scaling.
+seconds per figure of the 1-worker run, and the load average at start and end (the machine may
+be shared, which lowers the wall-clock figures; CPU seconds per figure are the steadier
+number). Goal (issue 2): >= 15 figures/s/core, linear scaling.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "loadavg_at_start": [round(v, 2) for v in load],
         "runs": runs,
+        "loadavg_at_end": [round(v, 2) for v in os.getloadavg()],
         "goal_figures_per_s_per_core": 15.0,
     }
     if base:

@@ -22,9 +22,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
-import struct
 import sys
-import zlib
 from collections import Counter
 from collections.abc import Sequence
 
@@ -35,6 +33,7 @@ from chartjax.synth.chart_info_geometry import annotate
 from chartjax.synth.chart_info_json import dumps, official_json
 from chartjax.synth.chart_info_render import Drawn, LayoutError, render
 from chartjax.synth.chart_info_style import Style, sample_style
+from chartjax.synth.png_encode import png_bytes
 
 MAX_STYLES = 6  # styles tried before a chart is declared impossible (never seen in practice)
 
@@ -83,16 +82,9 @@ def draw_chart(
     raise RuntimeError(f"chart {index} (seed {seed}): no style fits in {MAX_STYLES} tries")
 
 
-def _png_chunk(kind: bytes, body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-
 def encode_png(rgba: np.ndarray, level: int = 1) -> bytes:
-    """8-bit RGBA PNG with the "Up" filter on every row.
-
-    Hand-written because PIL's encoder takes about twice as long on these mostly flat images:
-    the Up filter is one vectorized subtraction, and zlib then only meets runs of zeros.
-    """
+    """8-bit RGBA PNG with the "Up" filter on every row (`png_encode` says why hand-written):
+    the Up filter is one vectorized subtraction, and the compressor then meets runs of zeros."""
     h, w, c = rgba.shape
     if c != 4 or rgba.dtype != np.uint8:
         raise ValueError(f"encode_png wants uint8 RGBA, got {rgba.dtype} with {c} channels")
@@ -101,13 +93,7 @@ def encode_png(rgba: np.ndarray, level: int = 1) -> bytes:
     pixels = rows[:, 1:].reshape(h, w, 4)  # a view into `rows`
     pixels[0] = rgba[0]
     np.subtract(rgba[1:], rgba[:-1], out=pixels[1:])  # uint8 arithmetic wraps, as PNG wants
-    header = struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0)  # 8 bits, colour type 6 = RGBA
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + _png_chunk(b"IHDR", header)
-        + _png_chunk(b"IDAT", zlib.compress(rows.tobytes(), level))
-        + _png_chunk(b"IEND", b"")
-    )
+    return png_bytes(rows, w, 4, level)
 
 
 def make_chart(
@@ -177,7 +163,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         choices=range(10),
-        help="zlib level for the PNGs (1: fast; 9: small)",
+        help="PNG compression level (1-3: ISA-L igzip, fast; 4-9: zlib, smaller; 0: none)",
     )
 
 

@@ -12,7 +12,6 @@ import functools
 import textwrap
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -22,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from chartjax.synth import chart_info_axes as ax_
 from chartjax.synth import chart_info_tables as tb
+from chartjax.synth.agg_canvas import ReusedCanvas
 from chartjax.synth.chart_info_style import Style, font
 
 DPI = ax_.DPI
@@ -33,7 +33,7 @@ class Drawn:
     """A drawn chart: the canvas, its artists and the plotted geometry in data coordinates."""
 
     fig: Figure
-    canvas: FigureCanvasAgg
+    canvas: ReusedCanvas
     ax: object
     data: tb.ChartData
     style: Style
@@ -48,7 +48,7 @@ class Drawn:
     boxes: list = dataclasses.field(default_factory=list)  # (pos, width, cap_width, stats)
 
     def rgba(self) -> np.ndarray:
-        return np.asarray(self.canvas.buffer_rgba())
+        return self.canvas.rgba()
 
 
 def _prop(style: Style, size: float):
@@ -97,12 +97,13 @@ def _limits(lo: float, hi: float, zero: bool, head: float = 0.08) -> tuple[float
 
 
 @functools.lru_cache(maxsize=4)
-def _canvas(width: int, height: int) -> tuple[Figure, FigureCanvasAgg, object]:
+def _canvas(width: int, height: int) -> tuple[Figure, ReusedCanvas, object]:
     """One figure, canvas and axes per image size and process, emptied per chart (charts are
     drawn one at a time per process). A fresh Agg renderer allocates a 1280 x 960 buffer and a
-    fresh or cleared Axes rebuilds all its tick machinery: together a fifth of a chart's time."""
+    fresh or cleared Axes rebuilds all its tick machinery: together a fifth of a chart's time.
+    The canvas's renderer caches font look-ups and text layout (`agg_canvas`)."""
     fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
-    canvas = FigureCanvasAgg(fig)
+    canvas = ReusedCanvas(fig)
     ax = fig.add_axes((0.1, 0.1, 0.8, 0.8))
     ax.xaxis.set_visible(False)  # chart_info_axes draws the ticks (see there why)
     ax.yaxis.set_visible(False)

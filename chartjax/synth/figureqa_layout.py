@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
@@ -23,14 +22,17 @@ from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import IdentityTransform
 
+from chartjax.synth.agg_canvas import CachingRendererAgg
 from chartjax.synth.figureqa_style import DPI, HEIGHT, Style
 
 PT = DPI / 72.0  # px per point
 EDGE = 4.0  # px kept free at the figure edges
 LINE_WIDTH = 2.0  # pt
 MARKER_SIZE = 6.0  # pt
-_METRICS = RendererAgg(8, 8, DPI)  # text measurement only; metrics do not depend on its size
+# Text measurement only (metrics do not depend on its size); it caches font look-ups.
+_METRICS = CachingRendererAgg(8, 8, DPI)
 _TEXT_SIZES: dict[tuple[str, float], tuple[float, float]] = {}
+_LP_HEIGHTS: dict[float, float] = {}  # height of "lp" (matplotlib's minimum line height) by size
 # matplotlib Legend defaults, in font-size units
 _BORDER_PAD, _HANDLE_LEN, _HANDLE_H, _TEXT_PAD = 0.4, 1.6, 0.7, 0.8
 _LABEL_SPACING, _COLUMN_SPACING, _AXES_PAD = 0.5, 1.5, 0.5
@@ -51,8 +53,9 @@ def text_size(text: str, size: float) -> tuple[float, float]:
     if key not in _TEXT_SIZES:
         prop = FontProperties(size=size)
         w, h, _ = _METRICS.get_text_width_height_descent(text, prop, False)
-        lp = _METRICS.get_text_width_height_descent("lp", prop, False)[1]
-        _TEXT_SIZES[key] = (float(w), float(max(h, lp)))
+        if size not in _LP_HEIGHTS:
+            _LP_HEIGHTS[size] = _METRICS.get_text_width_height_descent("lp", prop, False)[1]
+        _TEXT_SIZES[key] = (float(w), float(max(h, _LP_HEIGHTS[size])))
     return _TEXT_SIZES[key]
 
 
