@@ -59,16 +59,22 @@ def evaluate_split(task: registry.Task, model_def: state_lib.ModelDef, state, me
         return {"metrics": {}}
     predictions = cols.pop("_prediction")
     cols.pop("_mask", None)
-    metrics, breakdowns, pred_rows = task.score(predictions, cols, split)
+    scored = task.score(predictions, cols, split)
+    metrics, breakdowns, pred_rows = scored[:3]
+    # seq2seq tasks also name the metrics they could not compute and the metric signatures.
+    extra = scored[3] if len(scored) > 3 else {}
     split_dir = os.path.join(out_dir, split, f"step_{step}")
     os.makedirs(split_dir, exist_ok=True)
     obj = report.build_metrics(
         task=task.name, split=split, step=step, num_examples=len(predictions),
-        metrics=metrics, breakdowns=breakdowns,
-        provenance=report.provenance(config_text=gin.config_str(), checkpoint=checkpoint))
+        metrics=metrics, breakdowns=breakdowns, unavailable=extra.get("unavailable"),
+        provenance=report.provenance(config_text=gin.config_str(), checkpoint=checkpoint,
+                                       libraries=extra.get("libraries")))
     report.write_metrics(os.path.join(split_dir, "metrics.json"), obj)
     report.write_jsonl(os.path.join(split_dir, "predictions.jsonl"), pred_rows)
-    plot_groups = {k: v for k, v in breakdowns.items() if k != "confusion_matrix"}
+    plot_groups = {k: v for k, v in breakdowns.items()
+                   if k not in ("confusion_matrix", "confusion")
+                   and any("accuracy" in g for g in v.values())}
     if plot_groups:
         report.plot_breakdown(plot_groups, os.path.join(split_dir, "accuracy_by_group.png"),
                               title=f"{task.name} {split} @ step {step}")
@@ -93,17 +99,24 @@ def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict
 def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
              task: str = gin.REQUIRED, model_fn=gin.REQUIRED, seed: int = 0,
              mesh_shape=(-1, 1), rules: str = "data_parallel",
-             eval_batch_size: int = 64) -> dict:
-    """Restores a checkpoint (latest in workdir by default) and evaluates the task's splits."""
+             eval_batch_size: int = 64, init_format: str = "random",
+             init_path: str | None = None) -> dict:
+    """Restores a checkpoint (latest in workdir by default) and evaluates the task's splits.
+
+    Zero- and few-shot rows have no training run: with `init_format` t5x/hf/chartjax (the
+    `init/*.gin` files bind it) and no checkpoint in `workdir`, the pretrained weights are
+    evaluated as they are, at step 0.
+    """
     from chartjax import checkpoint as ckpt_lib
-    from chartjax import optim
+    from chartjax import init_checkpoint, optim
 
     mesh_lib.initialize_distributed()
     mesh = mesh_lib.make_mesh(mesh_shape)
     axis_rules = mesh_lib.axis_rules(rules)
     the_task = registry.get_task(task)
     tx, _ = optim.make_optimizer()
-    spec, _ = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
+    spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
+    ckpt = None
     if checkpoint:
         ckpt_dir, step = os.path.dirname(os.path.normpath(checkpoint)), int(
             os.path.basename(os.path.normpath(checkpoint)))
@@ -112,8 +125,20 @@ def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
         ckpt = ckpt_lib.Checkpointer(workdir)
         step = ckpt.latest_step()
         if step is None:
-            raise FileNotFoundError(f"no checkpoint in {ckpt.dir}")
-    state, _ = ckpt.restore(spec.abstract, spec.shardings, step=step)
+            ckpt.close()
+            ckpt = None
+    if ckpt is None and init_format == "random":
+        raise FileNotFoundError(f"no checkpoint in {os.path.join(workdir, 'checkpoints')} "
+                                f"and no pretrained init (init/*.gin) to evaluate")
+    if ckpt is not None:
+        state, _ = ckpt.restore(spec.abstract, spec.shardings, step=step)
+        source = os.path.join(ckpt.dir, str(step))
+    else:
+        params = init_checkpoint.load_params(init_format, init_path, model_fn)
+        init_checkpoint.check_shapes(params, spec.abstract["params"], init_path)
+        state = init_checkpoint.apply(init_fn(), params, tx, spec.shardings)
+        step, source = 0, f"{init_format}:{init_path}"
+    os.makedirs(workdir, exist_ok=True)
     results = {}
     predict = make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
     with mesh_lib.activate(mesh, axis_rules):
@@ -121,8 +146,9 @@ def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
             results[split] = evaluate_split(
                 the_task, spec.model_def, state, mesh, axis_rules, split=split, step=step,
                 global_batch_size=eval_batch_size, out_dir=os.path.join(workdir, "eval"),
-                checkpoint=os.path.join(ckpt.dir, str(step)), predict=predict)
-    ckpt.close()
+                checkpoint=source, predict=predict)
+    if ckpt is not None:
+        ckpt.close()
     return results
 
 

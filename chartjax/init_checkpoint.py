@@ -33,15 +33,15 @@ def load_params(fmt: str, path: str, model_fn) -> dict:
         model, _ = hf.load(path)
         return nnx.to_pure_dict(nnx.state(model, nnx.Param))
     # chartjax: a train-loop checkpoint step folder (<workdir>/checkpoints/<step>), or a
-    # `chartjax-convert` params checkpoint (config.json + params/).
-    import orbax.checkpoint as ocp
+    # `chartjax-convert` params checkpoint (config.json + params/). Restored into the model's
+    # own tree (int layer keys, local device), whatever devices wrote it.
+    from chartjax.interop import chartjax_ckpt
 
-    if os.path.isdir(os.path.join(path, "params")):
-        with ocp.StandardCheckpointer() as ckptr:
-            return ckptr.restore(os.path.join(os.path.abspath(path), "params"))
-    from chartjax import checkpoint as ckpt_lib
-
-    return ckpt_lib.restore_params_only(path)
+    model = nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0)))
+    like = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    if os.path.isdir(os.path.join(path, chartjax_ckpt.PARAMS_DIR)):
+        return chartjax_ckpt.read_params(path, like)
+    return chartjax_ckpt.read_run_params(path, like)
 
 
 def check_shapes(params: dict, abstract: dict, where: str) -> None:

@@ -116,7 +116,9 @@ def tree_shardings(abstract_tree, logical_tree, mesh: Mesh, rules):
 
     return jax.tree_util.tree_map_with_path(
         one, abstract_tree, logical_tree,
-        is_leaf=lambda x: x is None or (isinstance(x, tuple) and all(
+        # `type(x) is tuple`: optax's EmptyState() is an empty NamedTuple, a pytree node that
+        # must stay a node (a sharding in its place breaks checkpoint restore's tree_map).
+        is_leaf=lambda x: x is None or (type(x) is tuple and all(
             isinstance(a, str | type(None)) for a in x)))
 
 

@@ -40,16 +40,42 @@ class RunLog:
         else:
             logger.info(msg)
 
-    def start_progress(self, start: int, total: int, enabled: bool = True) -> None:
+    def start_progress(self, start: int, total: int, enabled: bool = True,
+                       budget_s: float | None = None) -> None:
+        """A bar over steps, or over the wall-clock budget when one ends the run first.
+
+        With `budget_s` the bar counts seconds of the budget (it starts after compilation, as
+        the budget does: `start_budget`) and shows the step as a postfix.
+        """
         if self.enabled and enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, initial=start, desc="train", unit="step",
-                             dynamic_ncols=True, file=sys.stderr, mininterval=2.0)
+            self._budget = budget_s
+            self._step = start
+            self._t0 = None
+            if budget_s is None:
+                self._bar = tqdm(total=total, initial=start, desc="train", unit="step",
+                                 dynamic_ncols=True, file=sys.stderr, mininterval=2.0)
+            else:
+                self._bar = tqdm(total=round(budget_s), desc=f"train (budget {budget_s:g}s)",
+                                 unit="s", dynamic_ncols=True, file=sys.stderr, mininterval=2.0,
+                                 bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}"
+                                            "{postfix}]")
+
+    def start_budget(self) -> None:
+        """The time budget starts now (after the first, compiling step)."""
+        self._t0 = time.time()
 
     def advance(self) -> None:
-        if self._bar is not None:
+        if self._bar is None:
+            return
+        self._step += 1
+        if self._budget is None:
             self._bar.update(1)
+            return
+        if self._t0 is not None:
+            self._bar.n = min(time.time() - self._t0, self._budget)
+        self._bar.set_postfix(step=self._step, refresh=self._step % 10 == 0)
 
     def metrics(self, m: dict) -> None:
         if not self.enabled:

@@ -26,6 +26,7 @@ from chartjax import init_checkpoint, optim, plots
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
+from chartjax.models import flops
 from chartjax.run_log import RunLog
 from chartjax.tasks import registry
 
@@ -74,7 +75,7 @@ def train(workdir: str, *,
           eval_every: int = 0,
           eval_batch_size: int | None = None,
           best_metric: str | None = None,
-          flops_per_example: float | None = None,
+          flops_per_example: float | str | None = "auto",
           final_eval: bool = True,
           init_format: str = "random",
           init_path: str | None = None,
@@ -101,6 +102,8 @@ def train(workdir: str, *,
     spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
     ckpt = ckpt_lib.Checkpointer(workdir, keep=keep_checkpoints, best_metric=best_metric)
     ckpt.install_sigterm_handler()
+    if flops_per_example == "auto":  # analytic count for T5/Pix2Struct on the task's lengths
+        flops_per_example = flops.for_task(model_fn, the_task.info.get("features"))
 
     # ---------------------------------------------------------------- resume -----------
     if ckpt.latest_step() is not None:
@@ -163,7 +166,8 @@ def train(workdir: str, *,
         return results
 
     # ---------------------------------------------------------------- loop -------------
-    log.start_progress(start_step, num_train_steps, enabled=progress)
+    log.start_progress(start_step, num_train_steps, enabled=progress,
+                       budget_s=max_train_time_s)
     t0 = time.time()
     tick_time, tick_step, last, evals, stop_reason = None, start_step, {}, {}, "done"
     budget_start = None  # the wall-clock budget starts after the first (compiling) step
@@ -179,6 +183,7 @@ def train(workdir: str, *,
                 jax.block_until_ready(metrics["loss"])
                 tick_time, tick_step = time.time(), step
                 budget_start = tick_time
+                log.start_budget()
             if step % log_every == 0 or step == num_train_steps:
                 m = {k: float(v) for k, v in jax.device_get(metrics).items()}
                 if not math.isfinite(m["loss"]):
@@ -190,8 +195,11 @@ def train(workdir: str, *,
                     eps = (step - tick_step) * global_batch_size / (now - tick_time)
                     m["examples_per_s"] = eps
                     if flops_per_example:
-                        m["tflops_per_s_per_device"] = (
-                            eps * flops_per_example / jax.device_count() / 1e12)
+                        tflops, mfu = flops.mfu(eps, flops_per_example, jax.device_count(),
+                                                jax.devices()[0].device_kind)
+                        m["tflops_per_s_per_device"] = tflops
+                        if mfu is not None:  # peak known (not on CPU)
+                            m["mfu"] = mfu
                 tick_time, tick_step = now, step
                 m.update(step=step, elapsed_s=now - t0)
                 log.metrics(m)

@@ -8,10 +8,9 @@ Formats:
   t5x       a `checkpoint_<step>` directory (msgpack `checkpoint` + zarr arrays); the model config
             is inferred from the shapes (chartjax.interop.t5x.infer_config).
   hf        a HuggingFace directory (`config.json` + `model.safetensors` or `pytorch_model.bin`).
-  chartjax  an Orbax params checkpoint:
-              OUT/config.json  {"family": "pix2struct" | "t5", "config": {<config dataclass>}}
-              OUT/params/      Orbax StandardSave of the pure parameter dict
-                               (`nnx.to_pure_dict(nnx.state(model, nnx.Param))`, float32).
+  chartjax  an Orbax params checkpoint: OUT/config.json (family + model config) and OUT/params/
+            (layout in chartjax/interop/chartjax_ckpt.py); as input also a train run's step
+            folder `<workdir>/checkpoints/<step>` (model rebuilt from `<workdir>/config.gin`).
 
 Prints one JSON line: source, destination, family, parameter count and seconds.
 """
@@ -19,66 +18,17 @@ Prints one JSON line: source, destination, family, parameter count and seconds.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 import time
 
+# The chartjax params format lives in chartjax/interop/chartjax_ckpt.py (infer reads it too);
+# the old names stay importable from here.
+from chartjax.interop.chartjax_ckpt import load as load_chartjax
+from chartjax.interop.chartjax_ckpt import save as save_chartjax
+
 FORMATS = ("t5x", "hf", "chartjax")
-
-
-def save_chartjax(model, path: str) -> None:
-    """Write `model` as a chartjax params checkpoint (layout in the module docstring)."""
-    import orbax.checkpoint as ocp
-    from flax import nnx
-
-    from chartjax.models.model_configs import Pix2StructConfig
-
-    path = os.path.abspath(path)
-    os.makedirs(path, exist_ok=True)
-    family = "pix2struct" if isinstance(model.cfg, Pix2StructConfig) else "t5"
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump({"family": family, "config": dataclasses.asdict(model.cfg)}, f, indent=2)
-    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
-    with ocp.StandardCheckpointer() as ckptr:
-        ckptr.save(os.path.join(path, "params"), params)
-
-
-def load_chartjax(path: str, *, seed: int = 0):
-    """Read a chartjax params checkpoint -> (model, config)."""
-    import orbax.checkpoint as ocp
-    from flax import nnx
-
-    from chartjax.interop import t5x
-    from chartjax.models import pix2struct as p2s_lib
-    from chartjax.models import t5 as t5_lib
-    from chartjax.models.model_configs import Pix2StructConfig, T5Config
-
-    path = os.path.abspath(path)
-    cfg_file = os.path.join(path, "config.json")
-    if not os.path.isfile(cfg_file) or not os.path.isdir(os.path.join(path, "params")):
-        raise FileNotFoundError(f"{path}: not a chartjax params checkpoint (needs config.json "
-                                "and params/)")
-    with open(cfg_file) as f:
-        meta = json.load(f)
-    families = {"pix2struct": (Pix2StructConfig, p2s_lib.build), "t5": (T5Config, t5_lib.build)}
-    if meta.get("family") not in families:
-        raise ValueError(f"{cfg_file}: family must be one of {sorted(families)}, "
-                         f"got {meta.get('family')!r}")
-    cls, build = families[meta["family"]]
-    try:
-        cfg = cls(**meta["config"])
-    except (TypeError, KeyError) as e:
-        raise ValueError(f"{cfg_file}: bad config ({e})") from None
-    model = nnx.eval_shape(lambda: build(cfg, seed))
-    params = nnx.state(model, nnx.Param)
-    with ocp.StandardCheckpointer() as ckptr:
-        restored = ckptr.restore(os.path.join(path, "params"), nnx.to_pure_dict(params))
-    nnx.replace_by_pure_dict(params, restored)
-    nnx.update(model, params)
-    t5x.fill_rng_state(model, seed)
-    return model, cfg
 
 
 def load_any(fmt: str, path: str):
@@ -92,6 +42,10 @@ def load_any(fmt: str, path: str):
         from chartjax.interop import hf
 
         return hf.load(path)[0], 0
+    from chartjax.interop import chartjax_ckpt
+
+    if chartjax_ckpt.is_run_checkpoint(path):  # a train run's <workdir>/checkpoints/<step>
+        return chartjax_ckpt.load_run(path)[0], int(os.path.basename(os.path.normpath(path)))
     return load_chartjax(path)[0], 0
 
 

@@ -163,16 +163,21 @@ def bleu(
     metric._check_corpus_score_args(hyps, streams)
     stats = metric._extract_corpus_statistics(hyps, streams)  # what corpus_score does
     out = Scores(
-        metrics={"bleu": metric._aggregate_and_compute(stats).score / 100.0},
+        metrics={"bleu": _fraction(metric._aggregate_and_compute(stats).score)},
         libraries={"sacrebleu": str(metric.get_signature())},
     )
     for name, keys in (groups or {}).items():
         table = {}
         for group, idx in group_by(list(keys), list(range(len(hyps)))).items():
-            score = metric._aggregate_and_compute([stats[i] for i in idx]).score / 100.0
+            score = _fraction(metric._aggregate_and_compute([stats[i] for i in idx]).score)
             table[group] = {"bleu": score, "n": len(idx)}
         out.breakdowns[name] = table
     return out
+
+
+def _fraction(percent: float) -> float:
+    # sacrebleu's exp(log-mean) gives 100.00000000000004 for a perfect corpus.
+    return min(percent / 100.0, 1.0)
 
 
 def _ngrams(tokens: Sequence[str], max_order: int) -> collections.Counter:

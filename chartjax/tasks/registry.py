@@ -55,7 +55,15 @@ def register(name: str):
 @gin.configurable
 def get_task(name: str = gin.REQUIRED, **kwargs) -> Task:
     # Import the task modules lazily so `chartjax.tasks` stays cheap to import.
-    from chartjax.tasks import figureqa, seq2seq_synthetic, synthetic  # noqa: F401
+    from chartjax.tasks import (  # noqa: F401
+        chart_info,
+        chart_to_text,
+        chartcheck,
+        deplot,
+        figureqa,
+        seq2seq_synthetic,
+        synthetic,
+    )
 
     if name not in _REGISTRY:
         raise KeyError(f"unknown task {name!r}; registered: {sorted(_REGISTRY)}")

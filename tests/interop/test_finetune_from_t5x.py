@@ -49,3 +49,57 @@ def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout):
 def test_init_checkpoint_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="init checkpoint"):
         _run(tmp_path / "x", ["include 'init/t5x.gin'", f"INIT_PATH = '{tmp_path}/nope'"])
+
+
+def test_zero_shot_evaluation_of_the_init_weights(tmp_path):
+    """No training run: `evaluate` scores the T5X weights as they are, at step 0."""
+    from chartjax import evaluate as eval_lib
+
+    model = t5.build(tiny.tiny_t5(), 7)
+    ckpt = tmp_path / "checkpoint_1000"
+    t5x.save(model, str(ckpt), step=1000)
+    task = seq2seq_synthetic.make_task(modality="text")
+    batch = next(task.eval_batches("validation", 32, 0, 1))
+    logits = model({k: batch[k] for k in task.model_inputs}, deterministic=True)
+    expected = task.score(np.argmax(np.asarray(logits), -1), batch, "validation")[0]
+
+    gin.clear_config()
+    config_lib.parse_gin(["tasks/t5_synthetic_smoke.gin"], [
+        "T5Config.dtype = 'float32'", "evaluate.eval_batch_size = 32",
+        "include 'init/t5x.gin'", f"INIT_PATH = '{ckpt}'"])
+    try:
+        out = eval_lib.evaluate(str(tmp_path / "zero"))["validation"]
+    finally:
+        gin.clear_config()
+    assert out["metrics"] == pytest.approx(expected, abs=1e-6)
+    obj = json.loads((tmp_path / "zero" / "eval" / "validation" / "step_0" / "metrics.json")
+                     .read_text())
+    assert obj["step"] == 0 and obj["provenance"]["checkpoint"] == f"t5x:{ckpt}"
+
+
+def test_evaluate_without_checkpoint_or_init_fails(tmp_path):
+    from chartjax import evaluate as eval_lib
+
+    gin.clear_config()
+    config_lib.parse_gin(["tasks/t5_synthetic_smoke.gin"], ["T5Config.dtype = 'float32'"])
+    try:
+        with pytest.raises(FileNotFoundError, match="no checkpoint .* no pretrained init"):
+            eval_lib.evaluate(str(tmp_path / "empty"))
+    finally:
+        gin.clear_config()
+
+
+def test_adafactor_run_resumes_to_the_same_parameters(tmp_path):
+    """2 + 2 steps with a restart equal 4 straight steps under Adafactor (whose optimizer state
+    holds optax's EmptyState nodes, which the shardings tree must keep as nodes)."""
+    from chartjax import checkpoint as ckpt_lib
+
+    def run(workdir, steps):
+        _run(workdir, [f"train.num_train_steps = {steps}"])
+
+    run(tmp_path / "resumed", 2)
+    run(tmp_path / "resumed", 4)
+    run(tmp_path / "straight", 4)
+    a = ckpt_lib.restore_params_only(str(tmp_path / "resumed" / "checkpoints" / "4"))
+    b = ckpt_lib.restore_params_only(str(tmp_path / "straight" / "checkpoints" / "4"))
+    jax.tree.map(np.testing.assert_array_equal, a, b)

@@ -99,3 +99,21 @@ def test_peaks_and_mfu():
     tf_s, m = flops.mfu(100.0, 1e12, 2, "NVIDIA H100 80GB HBM3")
     assert tf_s == 50.0 and abs(m - 50e12 / 989e12) < 1e-12
     assert flops.mfu(1.0, 1e12, 1, "cpu")[1] is None
+
+
+def test_for_task_uses_the_task_lengths():
+    from chartjax.models.relation_network import RNConfig, build
+    from chartjax.tasks.seq2seq import Features
+
+    cfg = tiny.tiny_pix2struct()
+    image = Features(modality="image", vocab_file="unused", max_patches=64, max_target_len=8)
+    text = Features(modality="text", vocab_file="unused", max_input_len=16, max_target_len=8)
+    got = flops.for_task(lambda rngs: pix2struct.build(cfg, rngs), image)
+    assert got == flops.train_flops_per_example(cfg, 64, 8)["total"]
+    t5_cfg = tiny.tiny_t5()
+    got = flops.for_task(lambda rngs: t5.build(t5_cfg, rngs), text)
+    assert got == flops.train_flops_per_example(t5_cfg, 16, 8)["total"]
+    rn = RNConfig(image_size=16, conv_layers=2, conv_channels=8, lstm_dim=8, embed_dim=8,
+                  g_dim=16, f_dim=16)
+    assert flops.for_task(lambda rngs: build(rn, rngs=rngs), image) is None  # no analytic count
+    assert flops.for_task(lambda rngs: pix2struct.build(cfg, rngs), None) is None

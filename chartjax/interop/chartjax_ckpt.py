@@ -1,0 +1,210 @@
+"""chartjax's own checkpoints: self-describing params checkpoints, and train-run step folders.
+
+Params checkpoint (written by `chartjax-convert --to chartjax`, read by infer and init):
+    DIR/config.json  {"family": "pix2struct" | "t5", "config": {<config dataclass>}}
+    DIR/params/      Orbax StandardSave of the pure parameter dict
+                     (`nnx.to_pure_dict(nnx.state(model, nnx.Param))`, float32)
+
+Train-run step folder (`<workdir>/checkpoints/<step>` or `<workdir>/best/<step>`, written by
+chartjax/checkpoint.py): the whole train state, without a model config. The model is rebuilt from
+`<workdir>/config.gin`, the resolved gin config the run saved (it binds `train.model_fn`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from flax import nnx
+
+from chartjax.models.model_configs import Pix2StructConfig, T5Config
+
+CONFIG_FILE = "config.json"
+PARAMS_DIR = "params"
+RUN_CONFIG = "config.gin"
+
+
+def _families():
+    from chartjax.models import pix2struct as p2s_lib
+    from chartjax.models import t5 as t5_lib
+
+    return {"pix2struct": (Pix2StructConfig, p2s_lib.build), "t5": (T5Config, t5_lib.build)}
+
+
+def family_of(cfg) -> str:
+    if isinstance(cfg, Pix2StructConfig):
+        return "pix2struct"
+    if isinstance(cfg, T5Config):
+        return "t5"
+    raise TypeError(f"not a T5 or Pix2Struct config: {type(cfg).__name__}")
+
+
+def build_abstract(cfg, seed: int = 0):
+    """An abstract (shape-only) model for `cfg`: no initializer runs."""
+    build = _families()[family_of(cfg)][1]
+    return nnx.eval_shape(lambda: build(cfg, seed))
+
+
+def is_params_checkpoint(path: str) -> bool:
+    return (os.path.isfile(os.path.join(path, CONFIG_FILE))
+            and os.path.isdir(os.path.join(path, PARAMS_DIR)))
+
+
+def is_run_checkpoint(path: str) -> bool:
+    """A train-loop step folder: `<step>/` holding the Orbax `state` item."""
+    name = os.path.basename(os.path.normpath(path))
+    return name.isdigit() and os.path.isdir(os.path.join(path, "state"))
+
+
+def save(model, path: str) -> None:
+    """Write `model` as a chartjax params checkpoint (layout in the module docstring)."""
+    import orbax.checkpoint as ocp
+
+    path = os.path.abspath(path)
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, CONFIG_FILE), "w") as f:
+        json.dump({"family": family_of(model.cfg), "config": dataclasses.asdict(model.cfg)}, f,
+                  indent=2)
+    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(os.path.join(path, PARAMS_DIR), params)
+
+
+def read_config(path: str):
+    """The model config of a params checkpoint (reads only config.json)."""
+    path = os.path.abspath(path)
+    cfg_file = os.path.join(path, CONFIG_FILE)
+    if not is_params_checkpoint(path):
+        raise FileNotFoundError(f"{path}: not a chartjax params checkpoint (needs {CONFIG_FILE} "
+                                f"and {PARAMS_DIR}/)")
+    with open(cfg_file) as f:
+        try:
+            meta = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+    families = _families()
+    if not isinstance(meta, dict) or meta.get("family") not in families:
+        family = meta.get("family") if isinstance(meta, dict) else None
+        raise ValueError(f"{cfg_file}: family must be one of {sorted(families)}, "
+                         f"got {family!r}")
+    cls = families[meta["family"]][0]
+    try:
+        return cls(**meta["config"])
+    except (TypeError, KeyError) as e:
+        raise ValueError(f"{cfg_file}: bad config ({e})") from None
+
+
+def _target(like: dict) -> dict:
+    """Restore target: `like`'s shapes and dtypes on this process's first device.
+
+    A target (rather than none) keeps the model's key types (int layer indices; Orbax alone
+    gives back "0") and does not depend on the devices the checkpoint was written from.
+    """
+    import jax
+
+    dev = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=dev), like)
+
+
+def read_params(path: str, like: dict) -> dict:
+    """The parameters of a params checkpoint, shaped like the pure dict `like`."""
+    import orbax.checkpoint as ocp
+
+    with ocp.StandardCheckpointer() as ckptr:
+        try:
+            return ckptr.restore(os.path.join(os.path.abspath(path), PARAMS_DIR), _target(like))
+        except ValueError as e:  # e.g. a shape that does not fit the model
+            raise ValueError(f"{path}: {e}") from None
+
+
+def read_run_params(step_dir: str, like: dict) -> dict:
+    """Only the parameters of a train-run step folder (partial restore), shaped like `like`."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    step_dir = os.path.abspath(step_dir)
+    target = {"params": _target(like)}
+    restore_args = jax.tree.map(lambda a: ocp.ArrayRestoreArgs(sharding=a.sharding), target)
+    mgr = ocp.CheckpointManager(os.path.dirname(step_dir), item_names=("state", "meta"))
+    try:
+        out = mgr.restore(int(os.path.basename(step_dir)), args=ocp.args.Composite(
+            state=ocp.args.PyTreeRestore(item=target, restore_args=restore_args,
+                                         partial_restore=True)))
+    except ValueError as e:
+        raise ValueError(f"{step_dir}: {e}") from None
+    finally:
+        mgr.close()
+    return out["state"]["params"]
+
+
+def _fill(model, restored: dict, seed: int, where: str):
+    from chartjax import init_checkpoint
+    from chartjax.interop import t5x
+
+    params = nnx.state(model, nnx.Param)
+    init_checkpoint.check_shapes(restored, nnx.to_pure_dict(params), where)
+    nnx.replace_by_pure_dict(params, restored)
+    nnx.update(model, params)
+    t5x.fill_rng_state(model, seed)
+    return model
+
+
+def load(path: str, *, seed: int = 0, dtype: str | None = None):
+    """Read a chartjax params checkpoint -> (model, config).
+
+    `dtype` overrides the stored activation dtype (parameters stay float32).
+    """
+    cfg = read_config(path)
+    if dtype is not None:
+        cfg = dataclasses.replace(cfg, dtype=dtype)
+    model = build_abstract(cfg, seed)
+    restored = read_params(path, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+    return _fill(model, restored, seed, path), cfg
+
+
+def run_config(step_dir: str, *, seed: int = 0):
+    """The model config of a train-run step folder, from the run's saved `config.gin`.
+
+    The gin config is parsed in a cleared gin state (unknown configurables skipped: only
+    `train.model_fn` and what it references matter), and cleared again afterwards.
+    """
+    import gin
+
+    workdir = os.path.dirname(os.path.dirname(os.path.abspath(step_dir)))
+    gin_file = os.path.join(workdir, RUN_CONFIG)
+    if not os.path.isfile(gin_file):
+        raise FileNotFoundError(
+            f"{step_dir}: a train-run checkpoint, but the run's gin config {gin_file} (which "
+            f"names the model) is missing; evaluate it with chartjax-eval and the run's gin files")
+    import chartjax.gin_imports  # noqa: F401  (registers the configurables)
+
+    gin.clear_config()
+    try:
+        gin.parse_config_files_and_bindings([gin_file], [], skip_unknown=True,
+                                            finalize_config=False)
+        try:
+            ref = gin.query_parameter("train.model_fn")
+        except ValueError:
+            raise ValueError(f"{gin_file}: binds no train.model_fn") from None
+        fn = getattr(ref, "scoped_configurable_fn", ref)
+        if not callable(fn):
+            raise ValueError(f"{gin_file}: train.model_fn is not a model factory: {ref!r}")
+        abstract = nnx.eval_shape(lambda: fn(rngs=nnx.Rngs(seed)))
+    finally:
+        gin.clear_config()
+    cfg = getattr(abstract, "cfg", None)
+    if not isinstance(cfg, T5Config | Pix2StructConfig):
+        raise ValueError(f"{gin_file}: train.model_fn builds {type(abstract).__name__}, not a "
+                         "T5 or Pix2Struct model")
+    return cfg
+
+
+def load_run(step_dir: str, *, seed: int = 0, dtype: str | None = None):
+    """Read a train-run step folder -> (model, config); only the parameters are restored."""
+    cfg = run_config(step_dir, seed=seed)
+    if dtype is not None:
+        cfg = dataclasses.replace(cfg, dtype=dtype)
+    model = build_abstract(cfg, seed)
+    restored = read_run_params(step_dir, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+    return _fill(model, restored, seed, step_dir), cfg

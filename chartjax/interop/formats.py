@@ -1,0 +1,127 @@
+"""Recognise a checkpoint's format and load any of them (used by `chartjax-infer`).
+
+What a path may be (checked in this order):
+  t5x       a directory holding the msgpack file `checkpoint` (`checkpoint_<step>/`, or an
+            official release folder such as DePlot's `v1/`); or a folder of `checkpoint_<step>/`
+            subfolders, of which the highest step is taken.
+  hf        `config.json` + `*.safetensors` or `pytorch_model*.bin`.
+  chartjax  `config.json` + `params/` (`chartjax-convert --to chartjax`); or a train run's step
+            folder `<workdir>/checkpoints/<step>` (model from `<workdir>/config.gin`); or a run
+            workdir, of which the latest step of `checkpoints/` is taken.
+
+`read_config` reads only the small metadata (msgpack tree, config.json, gin), so a task/model
+mismatch is reported before gigabytes of weights are read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+
+from chartjax.interop import chartjax_ckpt
+
+FORMATS = ("t5x", "hf", "chartjax")
+LOOKED_FOR = (
+    "t5x: a `checkpoint` msgpack file (or checkpoint_<step>/ subfolders holding one); "
+    "hf: config.json + model.safetensors or pytorch_model.bin; "
+    "chartjax: config.json + params/, a train run's checkpoints/<step>/ folder, or a run workdir")
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    fmt: str  # one of FORMATS
+    path: str  # the directory to load (may be a subfolder of what the user gave)
+    run: bool = False  # a chartjax train-run step folder (config from gin)
+
+
+def _is_t5x(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "checkpoint"))
+
+
+def _is_hf(path: str) -> bool:
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        return False
+    return any(f.endswith(".safetensors") or re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin", f)
+               for f in os.listdir(path))
+
+
+def _latest(path: str, pattern: str, ok) -> str | None:
+    steps = []
+    for name in os.listdir(path):
+        m = re.fullmatch(pattern, name)
+        if m and ok(os.path.join(path, name)):
+            steps.append((int(m.group(1)), name))
+    return os.path.join(path, max(steps)[1]) if steps else None
+
+
+def locate(path: str, fmt: str = "auto") -> Located:
+    """What `path` holds; with `fmt` given, checks that it holds that format."""
+    if fmt != "auto" and fmt not in FORMATS:
+        raise ValueError(f"unknown checkpoint format {fmt!r}; choose from auto, "
+                         f"{', '.join(FORMATS)}")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    if not os.path.isdir(path):
+        raise ValueError(f"checkpoint {path} is a file; give its directory ({LOOKED_FOR})")
+    found = []
+    if _is_t5x(path):
+        found.append(Located("t5x", path))
+    elif (sub := _latest(path, r"checkpoint_(\d+)", _is_t5x)) is not None:
+        found.append(Located("t5x", sub))
+    if _is_hf(path):
+        found.append(Located("hf", path))
+    if chartjax_ckpt.is_params_checkpoint(path):
+        found.append(Located("chartjax", path))
+    elif chartjax_ckpt.is_run_checkpoint(path):
+        found.append(Located("chartjax", path, run=True))
+    elif (os.path.isdir(os.path.join(path, "checkpoints"))
+          and (sub := _latest(os.path.join(path, "checkpoints"), r"(\d+)",
+                              chartjax_ckpt.is_run_checkpoint)) is not None):
+        found.append(Located("chartjax", sub, run=True))
+    if fmt != "auto":
+        found = [f for f in found if f.fmt == fmt]
+        if not found:
+            raise ValueError(f"{path} is not a {fmt} checkpoint (looked for {LOOKED_FOR})")
+    if not found:
+        raise ValueError(f"{path}: unknown checkpoint format (looked for {LOOKED_FOR})")
+    if len(found) > 1:
+        raise ValueError(f"{path} looks like several formats "
+                         f"({', '.join(f.fmt for f in found)}); pass --format")
+    return found[0]
+
+
+def read_config(loc: Located, *, dtype: str = "float32"):
+    """The model config of a located checkpoint, reading no weights."""
+    if loc.fmt == "t5x":
+        from chartjax.interop import t5x
+
+        return t5x.infer_config(loc.path, dtype=dtype)
+    if loc.fmt == "hf":
+        from chartjax.interop import hf
+
+        cfg_file = os.path.join(loc.path, "config.json")
+        with open(cfg_file) as f:
+            try:
+                raw = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+        return hf.config_from_hf(raw, dtype=dtype, where=cfg_file)
+    cfg = chartjax_ckpt.run_config(loc.path) if loc.run else chartjax_ckpt.read_config(loc.path)
+    return dataclasses.replace(cfg, dtype=dtype)
+
+
+def load(loc: Located, cfg, *, seed: int = 0):
+    """The model of a located checkpoint with config `cfg` (from `read_config`)."""
+    if loc.fmt == "t5x":
+        from chartjax.interop import t5x
+
+        return t5x.load(loc.path, cfg, seed=seed)[0]
+    if loc.fmt == "hf":
+        from chartjax.interop import hf
+
+        return hf.load(loc.path, dtype=cfg.dtype, seed=seed)[0]
+    if loc.run:
+        return chartjax_ckpt.load_run(loc.path, seed=seed, dtype=cfg.dtype)[0]
+    return chartjax_ckpt.load(loc.path, seed=seed, dtype=cfg.dtype)[0]

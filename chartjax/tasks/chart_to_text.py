@@ -1,0 +1,165 @@
+"""Chart-to-Text (Kantharaj et al., ACL 2022): summarize a Statista or Pew chart.
+
+Modes (one per kind of row of the paper's Table 4 that chartjax models can run):
+  tab_t5     Statista, TAB-T5: "translate Chart to Text: {title} <s> {table}" -> summary, with the
+             gold data table. The prefix and t5-base come from the authors'
+             `baseline_models/bart_t5/README.md` (`--source_prefix "translate Chart to Text: "`;
+             it names "translate Table to Text: " for T5 evaluation, taken as a slip); "we
+             concatenate the chart title and the chart together by separating them with <s>"
+             (the spacing around <s> is [unverified]). The table is unrolled row by row as the
+             data records the paper's Figure 3c shows ("Quarter|Q3_'20|x|bar_chart ...",
+             `table.records`, `table_format="records"`), or DePlot's linearized form
+             (`table_format="linearized"`).
+  ocr_t5     OCR-T5: "translate Chart to Text: {title} <s> {ocr text}" -> summary. Pew: the
+             release's OCR text (`data/<id>.txt`, tokens joined by " | "); Statista: the OCR
+             boxes top to bottom, joined by " | " ("we concatenate all OCR-extracted sentences
+             from top to bottom order"; which file the authors fed is [inferred]).
+  image      Pix2Struct / MatCha: the chart image alone (no header) -> summary. MatCha's
+             chart-to-text fine-tuning format is not public (corpora.md §5.3): [unverified].
+  deplot_t5  as tab_t5 with the table DePlot predicted for the chart (`tables_file`, a
+             predictions.jsonl of `chartjax-infer --task deplot --tfds chart_to_text/<config>:
+             <split>`), parsed and written in `table_format`: our stand-in for the paper's
+             automatically extracted tables (TAB_OCR rows, ChartOCR-based).
+
+Scoring: chartjax.metrics.chart_to_text.chart_to_text_scores (BLEU, ROUGE, METEOR, CIDEr,
+content selection, BLEURT / perplexity with their models), breakdowns by chart type and
+complexity. Content selection reads the gold data records (Statista `table.records`) or, for
+Pew, the OCR text (the official script is `ocrdata_auto_eval.py`: [inferred]). A BLEU over 1
+by float rounding (sacrebleu scores a perfect corpus 100.00000000000004) is clipped to 1.
+"""
+
+from __future__ import annotations
+
+import gin
+
+from chartjax.data import pipeline, tables
+from chartjax.metrics.chart_to_text import chart_to_text_scores
+from chartjax.metrics.content_selection import records_from_table
+from chartjax.tasks import seq2seq
+from chartjax.tasks.chartcheck import check_ids, lookup, read_id_rows
+from chartjax.tasks.registry import Task, register
+
+CONFIGS = ("statista", "pew")
+MODES = ("tab_t5", "ocr_t5", "image", "deplot_t5")
+TABLE_FORMATS = ("records", "linearized")
+COMPLEXITY = ("simple", "complex")  # the builder's ClassLabel names
+PREFIX = "translate Chart to Text: "
+SEPARATOR = " <s> "
+COMMON_KEYS = ("id", "title", "summary", "chart_type", "complexity", "ocr.text", "ocr.bbox")
+CONFIG_KEYS = {"statista": ("table.linearized", "table.records"), "pew": ("ocr_data",)}
+
+
+def ocr_text(ex: dict, config: str) -> str:
+    """The OCR input: Pew's release text as written, else the boxes top to bottom, left to
+    right, joined by " | "."""
+    if config == "pew":
+        return ex["ocr_data"]
+    boxes = sorted(zip(ex["ocr.bbox"], ex["ocr.text"]), key=lambda b: (b[0][1], b[0][0]))
+    return " | ".join(text.strip() for _, text in boxes)
+
+
+def table_text(prediction: str, table_format: str) -> str:
+    """A predicted (DePlot) table in the form the model reads; its title line is dropped (the
+    chart's title is in the prompt already)."""
+    table = tables.parse(prediction)
+    if table_format == "linearized":
+        return tables.linearize(table.header, table.rows) if table.header else ""
+    if not table.header:
+        return ""
+    width = max([len(table.header), *map(len, table.rows)])
+    header = list(table.header) + [""] * (width - len(table.header))  # -> "Unnamed:_j"
+    return records_from_table(header, table.rows)
+
+
+def make_expand(mode: str, config: str, *, table_format: str = "records",
+                prefix: str = PREFIX, separator: str = SEPARATOR, table_for=None):
+    """expand(example) -> [record]; `table_for(id)` gives DePlot's table (deplot_t5)."""
+
+    def expand(ex: dict) -> list[dict]:
+        eid, title = ex["id"], ex["title"].strip()
+        if mode == "tab_t5":
+            data = ex["table.records"] if table_format == "records" else ex["table.linearized"]
+        elif mode == "deplot_t5":
+            data = table_text(table_for(eid), table_format)
+        elif mode == "ocr_t5":
+            data = ocr_text(ex, config)
+        prompt = "" if mode == "image" else f"{prefix}{title}{separator}{data}"
+        meta = {"chart_type": ex["chart_type"], "complexity": COMPLEXITY[int(ex["complexity"])],
+                "title": title,
+                "cs_data": ex["table.records"] if config == "statista" else ex["ocr_data"]}
+        return [{"id": eid, "prompt": prompt, "target": ex["summary"], "meta": meta}]
+
+    return expand
+
+
+def make_score_fn(*, bleurt_checkpoint=None, ppl_model=None, bleu_tokenize: str = "13a"):
+    def score_fn(texts, records, split):
+        metas = [r["meta"] for r in records]
+        scores = chart_to_text_scores(
+            texts, [r["target"] for r in records],
+            records=[m["cs_data"] for m in metas], titles=[m["title"] for m in metas],
+            groups={"chart_type": [m["chart_type"] for m in metas],
+                    "complexity": [m["complexity"] for m in metas]},
+            bleu_tokenize=bleu_tokenize, bleurt_checkpoint=bleurt_checkpoint,
+            ppl_model=ppl_model)
+        return scores, None
+
+    return score_fn
+
+
+@register("chart_to_text")
+@gin.configurable("chart_to_text_task")
+def make_task(data_dir: str = "~/tensorflow_datasets", config: str = "statista",
+              mode: str = "tab_t5", *, train_split: str = "train",
+              eval_splits: tuple[str, ...] = ("validation", "test"),
+              tables_file: str | None = None, table_format: str = "records",
+              prefix: str = PREFIX, separator: str = SEPARATOR,
+              bleurt_checkpoint: str | None = None, ppl_model: str | None = None,
+              bleu_tokenize: str = "13a", shuffle_buffer: int = 10_000,
+              check_files: bool = True, features=None, decoding=None) -> Task:
+    """The Chart-to-Text task on `config` in `mode` (see the module docstring).
+
+    `check_files`: before anything runs, `tables_file` must hold every id of the training and
+    eval splits (a missing id is a KeyError naming the file and the id).
+    """
+    features = features or seq2seq.Features()
+    decoding = decoding or seq2seq.Decoding()
+    _check_args(config, mode, table_format, features, tables_file)
+    dataset = f"chart_to_text/{config}"
+    table_for = None
+    if mode == "deplot_t5":
+        rows = read_id_rows(tables_file, "tables_file")
+
+        def table_for(eid):
+            return str(lookup(rows, eid, tables_file, "tables_file")["prediction"])
+
+        if check_files:
+            check_ids(pipeline.tfds_builder_dir(dataset, data_dir),
+                      sorted({train_split, *eval_splits}), rows, tables_file, "tables_file")
+    expand = make_expand(mode, config, table_format=table_format, prefix=prefix,
+                         separator=separator, table_for=table_for)
+    return seq2seq.make_task(
+        name="chart_to_text", dataset=dataset, data_dir=data_dir, train_split=train_split,
+        eval_splits=eval_splits, field_keys=COMMON_KEYS + CONFIG_KEYS[config], expand=expand,
+        score_fn=make_score_fn(bleurt_checkpoint=bleurt_checkpoint, ppl_model=ppl_model,
+                               bleu_tokenize=bleu_tokenize),
+        features=features, decoding=decoding, shuffle_buffer=shuffle_buffer,
+        info={"mode": mode, "config": config})
+
+
+def _check_args(config, mode, table_format, features, tables_file):
+    def need(ok, msg):
+        if not ok:
+            raise ValueError(f"chart_to_text_task: {msg}")
+
+    need(config in CONFIGS, f"config {config!r} is not one of {CONFIGS}")
+    need(mode in MODES, f"mode {mode!r} is not one of {MODES}")
+    need(table_format in TABLE_FORMATS,
+         f"table_format {table_format!r} is not one of {TABLE_FORMATS}")
+    need(not (mode == "tab_t5" and config == "pew"),
+         "mode 'tab_t5' needs gold data tables, which Pew does not have (use ocr_t5 or deplot_t5)")
+    want = "image" if mode == "image" else "text"
+    need(features.modality == want,
+         f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}")
+    if mode == "deplot_t5":
+        need(tables_file, "mode 'deplot_t5' needs tables_file (DePlot predictions.jsonl)")

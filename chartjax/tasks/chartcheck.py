@@ -1,0 +1,388 @@
+"""ChartCheck (Akhtar et al., arXiv 2311.07453): verify a claim against a real-world chart and
+explain why. One `mode` per kind of row of the paper's Tables 3-4. Prompts and targets are those
+of the authors' code (`mubasharaak/ChartCheck`: `matcha_finetuning_ChartFC.py`,
+`matcha_0_shot_baseline.py`, `classification_explanation_flanT5.py`; corpora.md §1.8).
+
+MatCha (`Features.modality = "image"`; the prompt is rendered as a header above the chart):
+  matcha_class  "The chart below has the following caption: {caption}. Given the caption and the
+                chart below, is the following claim true: {claim}?" -> "Yes" / "No".
+  matcha_multi  the same + " Explain why?" -> "Yes. Explanation: {explanation}".
+  matcha_5050   training: a claim is in the classification half when sha256(id) is even, else in
+                the explanation half (stable across runs, processes and epochs); evaluation uses
+                the multi prompt. The authors' script instead drew the prompt kind per batch with
+                probability 0.5 (`explanation_pct`): the same mix in expectation, redrawn each
+                epoch.
+  `matcha_prompt="zero_shot_script"` swaps the classification prompt for the one of
+  `matcha_0_shot_baseline.py`: "is the following claim supported by the chart: {claim} (Yes/No)"
+  (the paper's appendix gives the caption prompt; which one made the zero-shot rows is
+  [unverified]).
+
+Flan-T5 (`Features.modality = "text"`; {table} is DePlot's table of the chart, read from
+`tables_file`, a predictions.jsonl of `chartjax-infer --task deplot --tfds chartcheck:<split>`):
+  flan_class         "Classify if claim '{claim}' is true or false given this caption: {caption}
+                     and this table: {table}.\\n Answer:" -> "true." / "false." (the authors'
+                     "true. "; SentencePiece drops the trailing space).
+  flan_multi         "Classify and explain if claim ... \\n Answer:" -> "{true|false}.
+                     {explanation}". `prompt_setting` "zero" / "few" put the authors' instruction
+                     (and, for "few", examples) before the prompt: `few_shot_source="official"` is
+                     their fixed pair of Romania examples, "train" takes `few_shot_k` training
+                     claims per class, the first by sha256(id), refuting then supporting.
+  flan_explain_gold  "Explain why '{claim}' is {true|false} given this caption: {caption} and
+                     table: {table}." -> "{explanation}".
+  flan_explain_pred  the same, with the label predicted for the claim in `label_predictions` (a
+                     predictions.jsonl of a classification run, e.g. flan_class) on the splits in
+                     `pred_label_splits`; training and validation keep the gold label, as in the
+                     authors' script. The paper used DeBERTa's labels: DeBERTa is not a chartjax
+                     model, so those exact labels cannot be reproduced here. We write the
+                     predicted label in lower case as in training (the authors' script wrote
+                     "True"/"False" at test time).
+  `table_format="official"` gives {table} as the authors did, `str(f.readlines())` of the table
+  file (a Python list of lines, e.g. "['TITLE | \\n', ' a | 1']"); "text" gives the table text.
+
+Scoring: accuracy / macro-F1 over TRUE/FALSE with the parser of the row (MatCha: first word
+yes/no; Flan-T5: "true" anywhere, then "false"), `num_unparseable` (scored as wrong unless
+`drop_unparseable`), breakdowns by chart type and reasoning type. Explanation metrics
+(`explanation_*`, chartjax.metrics.chartcheck.explanation_scores): MatCha on the text after
+"Explanation:" against the gold explanation; flan_multi on the whole output against the whole
+target, as the authors' `compute_metrics` did; explanation modes on the output.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import logging
+
+import gin
+
+from chartjax.data import pipeline, tables
+from chartjax.metrics import chartcheck as cc_metrics
+from chartjax.metrics.scores import Scores
+from chartjax.tasks import seq2seq
+from chartjax.tasks.registry import Task, register
+
+MODES = ("matcha_class", "matcha_multi", "matcha_5050", "flan_class", "flan_multi",
+         "flan_explain_gold", "flan_explain_pred")
+# The builder's example ids start with the CSV stem (DESIGN.md §8).
+SPLIT_OF_STEM = {"train": "train", "val": "validation", "test": "test_one",
+                 "test_two": "test_two"}
+FIELD_KEYS = ("id", "caption", "claim", "label", "explanation", "chart_type", "reasoning_types")
+SUPPORTS = 1  # ClassLabel index of "supports" in the builder (refutes = 0)
+
+MATCHA_CLASS = ("The chart below has the following caption: {caption}. Given the caption and the "
+                "chart below, is the following claim true: {claim}?")
+MATCHA_ZERO_SHOT_SCRIPT = "is the following claim supported by the chart: {claim} (Yes/No)"
+EXPLAIN_WHY = " Explain why?"
+FLAN_CLASS = ("Classify if claim '{claim}' is true or false given this caption: {caption} and "
+              "this table: {table}.\n Answer:")
+FLAN_MULTI = ("Classify and explain if claim '{claim}' is true or false given this caption: "
+              "{caption} and this table: {table}.\n Answer:")
+FLAN_EXPLAIN = ("Explain why '{claim}' is {label} given this caption: {caption} and table: "
+                "{table}.")
+# The authors' instruction prefixes (classification_explanation_flanT5.py, as written there,
+# trailing spaces included); the prompt follows after one space.
+FLAN_ZERO_PREFIX = ("\nGiven a claim, a table and it's caption, decide if the claim is true or "
+                    "false. \n\nComplete the following:\n\n")
+_FEW_HEAD = ("\nGiven a claim, a table and it's caption, decide if the claim is true or false. "
+             "\n\nExamples: \n")
+_FEW_TAIL = "\nComplete the following:\n"
+_FEW_EXAMPLE = ("Classify and explain if claim '{claim}' is true or false given this caption: "
+                "'{caption}' and this table: '{table}'.\nAnswer: {label}. {explanation}")
+_ROMANIA = dict(caption="Electricity production in Romania by source of energy.",
+                table="TITLE | \n Other | 2 \n Hydro | 36% \n Coal | 33% \n Nuclear | 19% \n "
+                      "Gas | 10%")
+OFFICIAL_FEW_SHOT = [
+    dict(_ROMANIA, claim="Coal is the second-lowest source of energy for electricity production "
+                         "in Romania.", label="false",
+         explanation="The chart shows that Coal contributes to 33% of the electricity production "
+                     "in Romania, which is the second-highest percentage among all the sources "
+                     "of energy listed in the chart."),
+    dict(_ROMANIA, claim="Hydro is the primary source of energy for electricity production in "
+                         "Romania.", label="true",
+         explanation="The chart shows that Hydro contributes to 36% of the electricity production "
+                     "in Romania, which is the highest percentage among all the sources of energy "
+                     "listed in the chart. "),
+]
+
+
+def id_hash(example_id: str) -> int:
+    return int(hashlib.sha256(example_id.encode("utf-8")).hexdigest(), 16)
+
+
+def in_explanation_half(example_id: str) -> bool:
+    """matcha_5050: the second half (explanation prompts) holds the ids with an odd sha256."""
+    return id_hash(example_id) % 2 == 1
+
+
+def split_of(example_id: str) -> str:
+    stem = example_id.split(":", 1)[0]  # the index part may hold anything
+    if stem not in SPLIT_OF_STEM:
+        raise ValueError(f"chartcheck id {example_id!r}: unknown CSV stem {stem!r}")
+    return SPLIT_OF_STEM[stem]
+
+
+def read_id_rows(path: str, what: str) -> dict[str, dict]:
+    """`{id: row}` of a predictions.jsonl; errors name the file and the line or object."""
+    from chartjax.metrics import report
+
+    path = str(path)
+    rows = {}
+    for n, row in enumerate(report.read_jsonl(path), start=1):
+        if "id" not in row or "prediction" not in row:
+            raise ValueError(f"{what} {path}: object {n} (blank lines skipped) lacks 'id' or "
+                             "'prediction'")
+        rows[str(row["id"])] = row
+    if not rows:
+        raise ValueError(f"{what} {path}: no rows")
+    return rows
+
+
+def lookup(rows: dict[str, dict], example_id: str, path: str, what: str) -> dict:
+    if example_id not in rows:
+        raise KeyError(f"{what} {path} has no row for id {example_id!r}")
+    return rows[example_id]
+
+
+def format_table(prediction: str, table_format: str) -> str:
+    """DePlot's output as the Flan-T5 prompt shows it (newlines restored from `<0x0A>`)."""
+    text = prediction.replace(tables.BYTE_NEWLINE, "\n")
+    if table_format == "official":
+        return str(io.StringIO(text, newline=None).readlines())  # = str(f.readlines())
+    return text
+
+
+def predicted_label(row: dict) -> str:
+    """"true"/"false" from a classification run's row: its parsed `label` if it has one, else
+    the authors' rule for reading predicted labels ("false" in the text -> false, else true)."""
+    label = row.get("label")
+    if label in cc_metrics.LABELS:
+        return label.lower()
+    return "false" if "false" in str(row["prediction"]).lower() else "true"
+
+
+def explanation_text(mode: str, text: str) -> str:
+    if mode.startswith("matcha"):
+        _, sep, rest = text.partition("Explanation:")
+        return rest.strip() if sep else ""
+    return text
+
+
+def few_shot_prefix(examples: list[dict]) -> str:
+    """The authors' few-shot instruction around `examples` (their layout, any number)."""
+    body = "\n\n".join(_FEW_EXAMPLE.format(**e) for e in examples)
+    return _FEW_HEAD + body + "\n" + _FEW_TAIL
+
+
+def pick_few_shot(train_examples: list[dict], k: int) -> list[dict]:
+    """k refuting and k supporting claims, the first of each by sha256(id), interleaved."""
+    ranked = sorted(train_examples, key=lambda e: id_hash(e["id"]))
+    by = {lab: [e for e in ranked if e["label"] == lab][:k] for lab in ("FALSE", "TRUE")}
+    for lab, got in by.items():
+        if len(got) < k:
+            raise ValueError(f"few_shot_k={k}: the training split has only {len(got)} "
+                             f"{lab} claims")
+    return [e for pair in zip(by["FALSE"], by["TRUE"]) for e in pair]
+
+
+def make_expand(mode: str, *, train_split: str, matcha_prompt: str = "paper",
+                prompt_setting: str = "finetune", few_shot: str = "",
+                table_for=None, label_for=None):
+    """expand(example) -> [record]; `table_for(id)` / `label_for(id)` give DePlot tables and
+    predicted labels (None where the mode needs none)."""
+
+    def expand(ex: dict) -> list[dict]:
+        eid = ex["id"]
+        label = "TRUE" if int(ex["label"]) == SUPPORTS else "FALSE"
+        yes_no = "Yes" if label == "TRUE" else "No"
+        true_false = label.lower()
+        caption, claim, expl = ex["caption"], ex["claim"], ex["explanation"]
+        meta = {"label": label, "chart_type": ex["chart_type"],
+                "reasoning_types": list(ex["reasoning_types"]), "explanation": expl}
+        if mode.startswith("matcha"):
+            multi = mode == "matcha_multi" or (mode == "matcha_5050" and (
+                split_of(eid) != train_split or in_explanation_half(eid)))
+            template = MATCHA_ZERO_SHOT_SCRIPT if matcha_prompt == "zero_shot_script" \
+                else MATCHA_CLASS
+            prompt = template.format(caption=caption, claim=claim)
+            if multi:
+                prompt, target = prompt + EXPLAIN_WHY, f"{yes_no}. Explanation: {expl}"
+            else:
+                target = yes_no
+            meta["prompt_kind"] = "multi" if multi else "class"
+            return [{"id": eid, "prompt": prompt, "target": target, "meta": meta}]
+        table = table_for(eid)
+        if mode in ("flan_class", "flan_multi"):
+            template = FLAN_CLASS if mode == "flan_class" else FLAN_MULTI
+            prompt = template.format(claim=claim, caption=caption, table=table)
+            if prompt_setting == "zero":
+                prompt = f"{FLAN_ZERO_PREFIX} {prompt}"
+            elif prompt_setting == "few":
+                prompt = f"{few_shot} {prompt}"
+            target = f"{true_false}." if mode == "flan_class" else f"{true_false}. {expl}"
+        else:
+            shown = (label_for(eid) if label_for else None) or true_false
+            meta["input_label"] = shown
+            prompt = FLAN_EXPLAIN.format(claim=claim, label=shown, caption=caption, table=table)
+            target = expl
+        return [{"id": eid, "prompt": prompt, "target": target, "meta": meta}]
+
+    return expand
+
+
+def make_score_fn(mode: str, *, drop_unparseable: bool = False, bertscore_model=None,
+                  bleurt_checkpoint=None):
+    classify = not mode.startswith("flan_explain")
+    explain = mode not in ("matcha_class", "flan_class")
+    parser = "matcha" if mode.startswith("matcha") else "flan_t5"
+
+    def score_fn(texts, records, split):
+        out = Scores()
+        extra = [{"gold_label": r["meta"]["label"]} for r in records]
+        if classify:
+            out.update(cc_metrics.chartcheck_scores(
+                texts, [r["meta"]["label"] for r in records], parser=parser,
+                chart_types=[r["meta"]["chart_type"] for r in records],
+                reasoning_types=[r["meta"]["reasoning_types"] for r in records],
+                drop_unparseable=drop_unparseable))
+            for row, text in zip(extra, texts):
+                row["label"] = cc_metrics.PARSERS[parser](text)
+        if explain:
+            refs = [r["meta"]["explanation"] if mode.startswith("matcha") else r["target"]
+                    for r in records]
+            out.update(cc_metrics.explanation_scores(
+                [explanation_text(mode, t) for t in texts], refs,
+                bertscore_model=bertscore_model, bleurt_checkpoint=bleurt_checkpoint))
+        return out, extra
+
+    return score_fn
+
+
+def _split_ids(builder_dir: str, split: str) -> list[str]:
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder_from_directory(builder_dir)
+    ds = builder.as_dataset(split=split, decoders={"image": tfds.decode.SkipDecoding()})
+    return [seq2seq.as_python(i) for i in ds.map(lambda ex: ex["id"]).as_numpy_iterator()]
+
+
+def check_ids(builder_dir: str, splits, rows: dict, path: str, what: str) -> None:
+    """Fail before training when `rows` lacks an id of `splits` (naming the file and the id)."""
+    for split in splits:
+        missing = [i for i in _split_ids(builder_dir, split) if i not in rows]
+        if missing:
+            raise KeyError(f"{what} {path} has no row for id {missing[0]!r} (split {split!r}; "
+                           f"{len(missing)} ids of that split missing)")
+
+
+def _train_examples(builder_dir: str, split: str) -> list[dict]:
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder_from_directory(builder_dir)
+    ds = builder.as_dataset(split=split, decoders={"image": tfds.decode.SkipDecoding()})
+    out = []
+    for ex in ds.as_numpy_iterator():
+        ex = {k: seq2seq.as_python(ex[k]) for k in FIELD_KEYS}
+        ex["label"] = "TRUE" if int(ex["label"]) == SUPPORTS else "FALSE"
+        out.append(ex)
+    return out
+
+
+@register("chartcheck")
+@gin.configurable("chartcheck_task")
+def make_task(data_dir: str = "~/tensorflow_datasets", mode: str = "matcha_class", *,
+              train_split: str = "train",
+              eval_splits: tuple[str, ...] = ("validation", "test_one", "test_two"),
+              matcha_prompt: str = "paper", tables_file: str | None = None,
+              table_format: str = "official", prompt_setting: str = "finetune",
+              few_shot_source: str = "official", few_shot_k: int = 1,
+              label_predictions: str | None = None,
+              pred_label_splits: tuple[str, ...] = ("test_one", "test_two"),
+              drop_unparseable: bool = False, bertscore_model: str | None = None,
+              bleurt_checkpoint: str | None = None, shuffle_buffer: int = 10_000,
+              check_files: bool = True, features=None, decoding=None) -> Task:
+    """The ChartCheck task in `mode` (see the module docstring).
+
+    `check_files`: before anything runs, `tables_file` must hold every id of the eval splits (and
+    of the training split when `prompt_setting` is "finetune"; zero-/few-shot prompts are for
+    evaluation), `label_predictions` every id of `pred_label_splits` among them; a missing id is
+    a KeyError naming the file and the id.
+    """
+    features = features or seq2seq.Features()
+    decoding = decoding or seq2seq.Decoding()
+    _check_args(mode, matcha_prompt, table_format, prompt_setting, few_shot_source, few_shot_k,
+                features, tables_file, label_predictions)
+    builder_dir = functools.cache(lambda: pipeline.tfds_builder_dir("chartcheck", data_dir))
+    table_for = label_for = None
+    few_shot = ""
+    if mode.startswith("flan"):
+        table_rows = read_id_rows(tables_file, "tables_file")
+        # Zero-/few-shot prompts are for evaluation only: their tables need no training ids.
+        needed = {*eval_splits, *([train_split] if prompt_setting == "finetune" else [])}
+
+        def table_for(eid):
+            return format_table(
+                str(lookup(table_rows, eid, tables_file, "tables_file")["prediction"]),
+                table_format)
+
+        if prompt_setting == "few":
+            if few_shot_source == "official":
+                few_shot = few_shot_prefix(OFFICIAL_FEW_SHOT)
+            else:
+                chosen = pick_few_shot(_train_examples(builder_dir(), train_split), few_shot_k)
+                few_shot = few_shot_prefix([dict(e, label=e["label"].lower(),
+                                                 table=table_for(e["id"])) for e in chosen])
+        if check_files:
+            check_ids(builder_dir(), sorted(needed), table_rows, tables_file, "tables_file")
+    if mode == "flan_explain_pred":
+        label_rows = read_id_rows(label_predictions, "label_predictions")
+        pred_splits = set(pred_label_splits)
+
+        def label_for(eid):
+            if split_of(eid) not in pred_splits:
+                return None
+            return predicted_label(lookup(label_rows, eid, label_predictions,
+                                          "label_predictions"))
+
+        if check_files:
+            check_ids(builder_dir(), sorted(pred_splits & {train_split, *eval_splits}),
+                      label_rows, label_predictions, "label_predictions")
+    expand = make_expand(mode, train_split=train_split, matcha_prompt=matcha_prompt,
+                         prompt_setting=prompt_setting, few_shot=few_shot,
+                         table_for=table_for, label_for=label_for)
+    score_fn = make_score_fn(mode, drop_unparseable=drop_unparseable,
+                             bertscore_model=bertscore_model,
+                             bleurt_checkpoint=bleurt_checkpoint)
+    logging.info("chartcheck: mode %s, train %s, eval %s", mode, train_split, eval_splits)
+    return seq2seq.make_task(
+        name="chartcheck", dataset="chartcheck", data_dir=data_dir, train_split=train_split,
+        eval_splits=eval_splits, field_keys=FIELD_KEYS, expand=expand, score_fn=score_fn,
+        features=features, decoding=decoding, shuffle_buffer=shuffle_buffer,
+        info={"mode": mode})
+
+
+def _check_args(mode, matcha_prompt, table_format, prompt_setting, few_shot_source, few_shot_k,
+                features, tables_file, label_predictions):
+    def need(ok, msg):
+        if not ok:
+            raise ValueError(f"chartcheck_task: {msg}")
+
+    need(mode in MODES, f"mode {mode!r} is not one of {MODES}")
+    need(matcha_prompt in ("paper", "zero_shot_script"),
+         f"matcha_prompt {matcha_prompt!r} is not 'paper' or 'zero_shot_script'")
+    need(table_format in ("official", "text"),
+         f"table_format {table_format!r} is not 'official' or 'text'")
+    need(prompt_setting in ("finetune", "zero", "few"),
+         f"prompt_setting {prompt_setting!r} is not 'finetune', 'zero' or 'few'")
+    need(few_shot_source in ("official", "train"),
+         f"few_shot_source {few_shot_source!r} is not 'official' or 'train'")
+    need(few_shot_k >= 1, f"few_shot_k must be >= 1, not {few_shot_k}")
+    want = "image" if mode.startswith("matcha") else "text"
+    need(features.modality == want,
+         f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}")
+    if mode.startswith("flan"):
+        need(tables_file, f"mode {mode!r} needs tables_file (DePlot predictions.jsonl)")
+    need(prompt_setting == "finetune" or mode in ("flan_class", "flan_multi"),
+         f"prompt_setting {prompt_setting!r} applies to flan_class / flan_multi only")
+    if mode == "flan_explain_pred":
+        need(label_predictions, "mode 'flan_explain_pred' needs label_predictions")

@@ -1,0 +1,98 @@
+"""chartjax params checkpoints and train-run step folders: loading, init, conversion."""
+
+from __future__ import annotations
+
+import os
+
+import gin
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from chartjax import checkpoint as ckpt_lib
+from chartjax import config as config_lib
+from chartjax import init_checkpoint
+from chartjax.interop import chartjax_ckpt, formats
+from chartjax.models import pix2struct as p2s_lib
+from chartjax.models import tiny
+
+VOCAB = 96
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A tiny Pix2Struct as a params checkpoint and as a train run (config.gin + step 5)."""
+    d = tmp_path_factory.mktemp("cj")
+    model = p2s_lib.build(tiny.tiny_pix2struct(vocab_size=VOCAB), 3)
+    chartjax_ckpt.save(model, str(d / "params_ckpt"))
+    run = d / "run"
+    run.mkdir()
+    gin.clear_config()
+    try:
+        config_lib.parse_gin(["tasks/pix2struct_synthetic_smoke.gin"],
+                             [f"Pix2StructConfig.vocab_size = {VOCAB}"])
+        (run / "config.gin").write_text(gin.config_str())
+    finally:
+        gin.clear_config()
+    ck = ckpt_lib.Checkpointer(str(run))
+    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    ck.save(5, {"step": np.int32(5), "params": params, "opt_state": {"mu": params}},
+            {"step": 5}, force=True)
+    ck.close()
+    return model, str(d / "params_ckpt"), str(run)
+
+
+def _flat(params: dict) -> dict:
+    return {jax.tree_util.keystr(k): np.asarray(v)
+            for k, v in jax.tree_util.tree_flatten_with_path(params)[0]}
+
+
+def _assert_same(a: dict, b: dict):
+    fa, fb = _flat(a), _flat(b)
+    assert sorted(fa) == sorted(fb)
+    for k in fa:
+        np.testing.assert_array_equal(fa[k], fb[k], err_msg=k)
+
+
+def test_init_from_params_and_run_checkpoints(saved):
+    model, params_dir, run = saved
+    want = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    cfg = tiny.tiny_pix2struct(vocab_size=VOCAB)
+
+    def model_fn(rngs):
+        return p2s_lib.Pix2Struct(cfg, rngs=rngs)
+
+    like = nnx.to_pure_dict(nnx.state(nnx.eval_shape(lambda: model_fn(nnx.Rngs(0))), nnx.Param))
+    for path in (params_dir, os.path.join(run, "checkpoints", "5")):
+        got = init_checkpoint.load_params("chartjax", path, model_fn)
+        init_checkpoint.check_shapes(got, like, path)  # int layer keys, as the model's
+        _assert_same(got, want)
+
+    small = tiny.tiny_pix2struct(vocab_size=VOCAB // 2)
+    with pytest.raises(ValueError, match="params_ckpt"):
+        init_checkpoint.load_params("chartjax", params_dir,
+                                    lambda rngs: p2s_lib.Pix2Struct(small, rngs=rngs))
+
+
+def test_load_run_rebuilds_the_model_from_config_gin(saved):
+    model, _, run = saved
+    loc = formats.locate(run)  # a workdir: its latest step
+    assert (loc.fmt, loc.run, os.path.basename(loc.path)) == ("chartjax", True, "5")
+    cfg = formats.read_config(loc, dtype="float32")
+    assert cfg.vocab_size == VOCAB and cfg.emb_dim == 32 and cfg.patch_size == 4
+    loaded = formats.load(loc, cfg)
+    _assert_same(nnx.to_pure_dict(nnx.state(loaded, nnx.Param)),
+                 nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+    assert "train.model_fn" not in gin.config_str()  # gin state left clear
+
+
+def test_run_without_config_gin_names_it(saved, tmp_path):
+    _, _, run = saved
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    os.remove(copy / "config.gin")
+    with pytest.raises(FileNotFoundError, match="config.gin"):
+        formats.read_config(formats.locate(str(copy)))
