@@ -21,6 +21,7 @@ import string
 from collections.abc import Iterator
 
 from chartjax.data import tables
+from chartjax.metrics import report
 from chartjax.tasks import chartcheck as cc
 
 IMAGE_TASKS = ("deplot", "chartqa", "chartcheck", "caption", "summary")
@@ -171,38 +172,33 @@ def from_jsonl(path: str, task: str, template: str, header: str | None,
         raise InputError(f"--inputs file not found: {path}")
     base = os.path.dirname(os.path.abspath(path))
     examples, seen = [], {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{where}: invalid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{where}: expected a JSON object")
-            if "id" not in row:
-                raise InputError(f"{where}: no 'id' field")
-            id_ = str(row["id"])
-            if id_ in seen:
-                raise InputError(f"{where}: duplicate id {id_!r} (first on line {seen[id_]})")
-            seen[id_] = lineno
-            image = None
-            if task in IMAGE_TASKS:
-                if not isinstance(row.get("image"), str):
-                    raise InputError(f"{where}: --task {task} needs an 'image' path in each row")
-                image = os.path.join(base, row["image"])
-            prompt = header if header is not None else render_prompt(template, row, where)
-            target = None
-            if target_field:
-                if target_field not in row:
-                    raise InputError(f"{where}: no target field {target_field!r}")
-                target = field_text(row[target_field])
-            elif "target" in row:
-                target = field_text(row["target"])
-            examples.append(Example(id=id_, prompt=prompt, source=image or where,
-                                    image_path=image, target=target))
+    try:
+        rows = list(report.iter_jsonl(path))
+    except ValueError as e:  # names file and line
+        raise InputError(str(e)) from None
+    for lineno, row in rows:
+        where = f"{path}:{lineno}"
+        if "id" not in row:
+            raise InputError(f"{where}: no 'id' field")
+        id_ = str(row["id"])
+        if id_ in seen:
+            raise InputError(f"{where}: duplicate id {id_!r} (first on line {seen[id_]})")
+        seen[id_] = lineno
+        image = None
+        if task in IMAGE_TASKS:
+            if not isinstance(row.get("image"), str):
+                raise InputError(f"{where}: --task {task} needs an 'image' path in each row")
+            image = os.path.join(base, row["image"])
+        prompt = header if header is not None else render_prompt(template, row, where)
+        target = None
+        if target_field:
+            if target_field not in row:
+                raise InputError(f"{where}: no target field {target_field!r}")
+            target = field_text(row[target_field])
+        elif "target" in row:
+            target = field_text(row["target"])
+        examples.append(Example(id=id_, prompt=prompt, source=image or where,
+                                image_path=image, target=target))
     return iter(examples), len(examples)
 
 

@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -219,9 +219,8 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> N
     _atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Reads one JSON object per line; blank lines are skipped; errors name file and line."""
-    rows = []
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """Yields (line number, object) per non-blank line; errors name file and line."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
@@ -234,8 +233,12 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
                 raise ValueError(
                     f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}"
                 )
-            rows.append(row)
-    return rows
+            yield lineno, row
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Reads one JSON object per line; blank lines are skipped; errors name file and line."""
+    return [row for _, row in iter_jsonl(path)]
 
 
 def _git_short_sha() -> str:

@@ -90,16 +90,6 @@ def as_python(value) -> Any:
     return value
 
 
-def get_field(example: dict, key: str):
-    """`key` may be dotted for nested features (`table.linearized`)."""
-    value = example
-    for part in key.split("."):
-        if part not in value:
-            raise KeyError(f"feature {key!r} not in the example (has {sorted(value)})")
-        value = value[part]
-    return value
-
-
 def decode_image_bytes(data: bytes) -> np.ndarray:
     """Encoded image -> uint8 RGB `[H, W, 3]` (PIL: TFDS stores PNG; TIFF/GIF safe too)."""
     import io
