@@ -134,9 +134,8 @@ def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
         state, _ = ckpt.restore(spec.abstract, spec.shardings, step=step)
         source = os.path.join(ckpt.dir, str(step))
     else:
-        params = init_checkpoint.load_params(init_format, init_path, model_fn)
-        init_checkpoint.check_shapes(params, spec.abstract["params"], init_path)
-        state = init_checkpoint.apply(init_fn(), params, tx, spec.shardings)
+        state = init_checkpoint.pretrained_state(init_format, init_path, model_fn, spec,
+                                                 init_fn, tx)
         step, source = 0, f"{init_format}:{init_path}"
     os.makedirs(workdir, exist_ok=True)
     results = {}

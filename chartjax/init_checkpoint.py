@@ -68,3 +68,10 @@ def apply(state: dict, params: dict, tx, shardings: dict) -> dict:
 
     return jax.jit(fresh, in_shardings=(shardings["params"], shardings),
                    out_shardings=shardings, donate_argnums=1)(params, state)
+
+
+def pretrained_state(fmt: str, path: str, model_fn, spec, init_fn, tx) -> dict:
+    """A fresh train state (`init_fn`) around the checked parameters of checkpoint `path`."""
+    params = load_params(fmt, path, model_fn)
+    check_shapes(params, spec.abstract["params"], path)
+    return apply(init_fn(), params, tx, spec.shardings)

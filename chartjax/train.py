@@ -113,11 +113,11 @@ def train(workdir: str, *,
                              f"{meta['global_batch_size']}, seed={meta['data_seed']}")
         log.info(f"resumed from step {int(meta['step'])} ({ckpt.dir})")
     else:
-        state = init_fn()
-        if init_format != "random":
-            params = init_checkpoint.load_params(init_format, init_path, model_fn)
-            init_checkpoint.check_shapes(params, spec.abstract["params"], init_path)
-            state = init_checkpoint.apply(state, params, tx, spec.shardings)
+        if init_format == "random":
+            state = init_fn()
+        else:
+            state = init_checkpoint.pretrained_state(init_format, init_path, model_fn, spec,
+                                                     init_fn, tx)
             log.info(f"initialized parameters from {init_format} checkpoint {init_path}")
     start_step = int(jax.device_get(state["step"]))
     log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
