@@ -91,17 +91,16 @@ def as_python(value) -> Any:
 
 
 def decode_image_bytes(data: bytes) -> np.ndarray:
-    """Encoded image -> uint8 RGB `[H, W, 3]` (PIL: TFDS stores PNG; TIFF/GIF safe too)."""
+    """Encoded image -> uint8 RGB `[H, W, 3]` (PIL: TFDS stores PNG; TIFF/GIF/16-bit safe too;
+    transparency on white, as the builders do)."""
     import io
 
     from PIL import Image
 
+    from chartjax.data.images import to_rgb
+
     with Image.open(io.BytesIO(data)) as im:
-        if im.mode in ("RGBA", "LA", "P"):
-            rgba = im.convert("RGBA")
-            white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-            return np.asarray(Image.alpha_composite(white, rgba).convert("RGB"))
-        return np.asarray(im.convert("RGB"))
+        return np.asarray(to_rgb(im))
 
 
 def image_with_header(image: np.ndarray, prompt: str, features: Features) -> np.ndarray:
