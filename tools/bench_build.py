@@ -14,6 +14,10 @@ mode into a fresh data_dir:
     2.77's DirectRunner tries to download the Prism runner first and falls back to the
     FnApiRunner offline; naming it skips that attempt).
 
+Every build must write the corpus's number of examples (qa pairs / annotation files), or the
+benchmark stops: Beam 2.77's FnApiRunner used to drop examples between stages (the builders now
+prevent and detect that, tfds_builders/common/beam_build.py).
+
 Reported per build: wall seconds of `download_and_prepare` (pipeline and worker start-up
 included), examples/s and charts/s, CPU seconds of this process and its reaped children, and
 the 1-minute load average before and after: the machine may be shared, and a wall-clock rate
@@ -103,6 +107,12 @@ def build(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
     wall = time.perf_counter() - t0
     cpu = _cpu() - cpu0
     examples = sum(s.num_examples for s in b.info.splits.values())
+    expected = _expected_examples(builder, manual_dir)
+    if examples != expected:  # a rate over a build that lost examples would mean nothing
+        raise RuntimeError(
+            f"{builder} {mode}: wrote {examples} examples, the corpus in {manual_dir} has "
+            f"{expected}"
+        )
     charts = _count_charts(builder, manual_dir)
     return {
         "builder": builder,
@@ -117,6 +127,23 @@ def build(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
         "load_avg_1m_before": load0,
         "load_avg_1m_after": _load(),
     }
+
+
+def _expected_examples(builder: str, manual_dir: str) -> int:
+    """Examples a complete build has: FigureQA's qa pairs, or the CHART-Info annotation files."""
+    if builder == "figureqa":
+        from tfds_builders.figureqa.figureqa import SPLIT_NAMES
+
+        total = 0
+        for split in SPLIT_NAMES:
+            path = os.path.join(manual_dir, split, "qa_pairs.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    total += len(json.load(f)["qa_pairs"])
+        return total
+    from tfds_builders.chart_info.chart_info import synthetic_2019_items
+
+    return len(synthetic_2019_items(manual_dir))
 
 
 def _count_charts(builder: str, manual_dir: str) -> int:

@@ -1,6 +1,7 @@
 """The figureqa and chart_info builders under Apache Beam give the examples of the plain build.
 
-Beam builds run on Beam's FnApiRunner with 2 workers (`direct_num_workers=2`, multi_threading).
+Beam builds run on Beam's FnApiRunner with 2 workers (`direct_num_workers=2`, multi_threading;
+multi_processing where said).
 The runner is passed explicitly because Beam 2.77's DirectRunner first tries the Prism runner,
 which it downloads from GitHub: offline it falls back to the FnApiRunner after a failed
 download, online it would run Prism; naming the FnApiRunner keeps the test offline and fixed.
@@ -10,10 +11,12 @@ code (`download_config.beam_options`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import apache_beam as beam
@@ -23,6 +26,7 @@ import tensorflow_datasets as tfds
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
 from tfds_builders.chart_info import chart_info
+from tfds_builders.common import beam_build
 from tfds_builders.common.bad_input import read_skip_report
 from tfds_builders.figureqa import figureqa
 
@@ -31,15 +35,16 @@ FIGUREQA_DUMMY = REPO / "tfds_builders" / "figureqa" / "dummy_data"
 CHART_INFO_DUMMY = REPO / "tfds_builders" / "chart_info" / "dummy_data"
 
 
-def _build(builder_cls, manual_dir, data_dir, use_beam: bool, **kwargs):
+_TWO_THREADS = ("--direct_num_workers=2", "--direct_running_mode=multi_threading")
+
+
+def _build(builder_cls, manual_dir, data_dir, use_beam: bool, beam_args=_TWO_THREADS, **kwargs):
     builder = builder_cls(data_dir=os.fspath(data_dir), **kwargs)
     beam_kwargs = {}
     if use_beam:
         beam_kwargs = dict(
             beam_runner=fn_runner.FnApiRunner(),
-            beam_options=beam.options.pipeline_options.PipelineOptions(
-                ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]
-            ),
+            beam_options=beam.options.pipeline_options.PipelineOptions(list(beam_args)),
         )
     builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(
@@ -198,3 +203,153 @@ def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     assert proc.stdout.decode().strip() == "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# Lost examples (issue #5): Beam 2.77's FnApiRunner dropped the tail of stage inputs sent to its
+# gRPC workers (root cause in tfds_builders/common/beam_build.py).
+# ---------------------------------------------------------------------------------------------
+
+_TWO_PROCESSES = ("--direct_num_workers=2", "--direct_running_mode=multi_processing")
+
+
+def _slow_flush_scenario(channel) -> tuple[bytes, bytes]:
+    """Writes 60 chunks over ~1.2 s into `channel`'s stream for a worker, as the runner sends a
+    stage's input, while each flush blocks for 0.2 s (a full send queue). Returns (sent, got)."""
+    delivered = []
+
+    def slow_enqueue(elem):
+        delivered.append(elem)
+        time.sleep(0.2)
+
+    channel._enqueue_to_send = slow_enqueue  # the queue towards the worker, always slow here
+    stream = channel.output_stream("bundle_1", "read_input")
+    sent = b""
+    for i in range(60):
+        chunk = b"chunk%04d" % i
+        stream.write(chunk)
+        sent += chunk
+        time.sleep(0.02)
+    stream.close()
+    got = b"".join(e.data for e in delivered)
+    assert delivered[-1].is_last
+    return sent, got
+
+
+def test_runner_data_channel_keeps_chunks_written_during_a_slow_flush():
+    """The runner's own data channel, as its gRPC server builds it, after the builders' setup."""
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    from apache_beam.runners.worker import data_plane
+
+    beam_build.disable_runner_time_flush()
+    server = worker_handlers.GrpcServer(worker_handlers.StateServicer(), None, None)
+    try:
+        channel = server.data_plane_handler.get_conn_by_worker_id("worker_test")
+        sent, got = _slow_flush_scenario(channel)
+    finally:
+        server.close()
+    assert got == sent
+    # The same scenario on Beam's time-flushed stream (the runner's default, 1000 ms) loses
+    # chunks: the race the setup avoids. Failing here means Beam fixed it upstream.
+    sent, got = _slow_flush_scenario(data_plane._GrpcDataChannel(data_buffer_time_limit_ms=100))
+    assert len(got) < len(sent), "Beam no longer loses data here; beam_build's workaround is moot"
+
+
+def test_prepare_beam_build_rejects_time_flush_experiment():
+    options = beam.options.pipeline_options.PipelineOptions
+    bad = tfds.download.DownloadConfig(
+        beam_options=options(["--experiments=data_buffer_time_limit_ms=500"])
+    )
+    with pytest.raises(ValueError, match="data_buffer_time_limit_ms=500"):
+        beam_build.prepare_beam_build(bad)
+    ok = tfds.download.DownloadConfig(
+        beam_options=options(["--experiments=data_buffer_time_limit_ms=0"])
+    )
+    assert beam_build.prepare_beam_build(ok) is True
+    assert beam_build.prepare_beam_build(tfds.download.DownloadConfig()) is False
+
+
+def test_check_no_examples_lost_names_each_split():
+    class Split:
+        def __init__(self, n):
+            self.num_examples = n
+
+    splits = {"train1": Split(10), "validation1": Split(4)}
+    beam_build.check_no_examples_lost("figureqa", splits, {"train1": 10, "validation1": 4})
+    beam_build.check_no_examples_lost("figureqa", splits, None)  # no counters: warns only
+    with pytest.raises(beam_build.BeamExamplesLostError) as err:
+        beam_build.check_no_examples_lost("figureqa", splits, {"train1": 12, "validation1": 4})
+    assert "train1: workers produced 12, tfds wrote 10" in str(err.value)
+    assert "validation1" not in str(err.value)
+
+
+def test_figureqa_beam_build_fails_when_examples_go_missing(tmp_path, monkeypatch):
+    """An example dropped after the workers counted it (as the runner did) fails the build."""
+    original = figureqa.beam_examples
+
+    def lossy(split_dir):
+        return original(split_dir) | f"Drop_{split_dir.name}" >> beam.Filter(
+            lambda kv: kv[0] != "1/4"
+        )
+
+    monkeypatch.setattr(figureqa, "beam_examples", lossy)
+    with pytest.raises(
+        beam_build.BeamExamplesLostError, match=r"train1: workers produced 5, tfds wrote 4"
+    ):
+        # in_memory: one in-process worker, so the patched transform is the one that runs.
+        _build(figureqa.Builder, FIGUREQA_DUMMY, tmp_path / "beam", True, beam_args=())
+    assert not list((tmp_path / "beam").rglob("dataset_info.json"))  # nothing left as built
+
+
+def _replicate_figureqa(root: Path, images: int) -> list[str]:
+    """A train1 split of `images` images cycling over the dummy ones; returns the example ids."""
+    src = FIGUREQA_DUMMY / "train1"
+    qa = json.loads((src / "qa_pairs.json").read_text())["qa_pairs"]
+    ann = {a["image_index"]: a for a in json.loads((src / "annotations.json").read_text())}
+    out = root / "train1"
+    (out / "png").mkdir(parents=True)
+    rows, entries = [], []
+    for image in range(images):
+        source = image % len(ann)
+        shutil.copy(src / "png" / f"{source}.png", out / "png" / f"{image}.png")
+        rows += [{**r, "image_index": image} for r in qa if r["image_index"] == source]
+        entries.append({**ann[source], "image_index": image})
+    (out / "qa_pairs.json").write_text(json.dumps({"qa_pairs": rows}))
+    (out / "annotations.json").write_text(json.dumps(entries))
+    return [f"{r['image_index']}/{i}" for i, r in enumerate(rows)]
+
+
+def _replicate_chart_info(root: Path, charts: int) -> list[str]:
+    """A synthetic_2019 root of `charts` charts cycling over the dummy ones; returns the ids."""
+    src = CHART_INFO_DUMMY / "synthetic_2019"
+    stems = sorted(p.stem for p in (src / "json_gt").glob("*.json"))
+    for sub in ("png", "json_gt"):
+        (root / sub).mkdir(parents=True)
+    for chart in range(charts):
+        stem = stems[chart % len(stems)]
+        shutil.copy(src / "json_gt" / f"{stem}.json", root / "json_gt" / f"c{chart}.json")
+        shutil.copy(src / "png" / f"{stem}.png", root / "png" / f"c{chart}.png")
+    return [f"c{chart}" for chart in range(charts)]
+
+
+@pytest.mark.parametrize("name", ["figureqa", "chart_info"])
+def test_two_worker_processes_build_every_example(tmp_path, name):
+    """The issue's setup (FnApiRunner, 2 worker processes): exactly the plain build's ids."""
+    if name == "figureqa":
+        ids = _replicate_figureqa(tmp_path / "manual", images=300)
+        cls, split, kwargs = figureqa.Builder, "train1", {}
+    else:
+        ids = _replicate_chart_info(tmp_path / "manual", charts=300)
+        cls, split, kwargs = chart_info.Builder, "train", {"config": "synthetic_2019"}
+    plain = _build(cls, tmp_path / "manual", tmp_path / "plain", False, **kwargs)
+    beamed = _build(
+        cls, tmp_path / "manual", tmp_path / "beam", True, beam_args=_TWO_PROCESSES, **kwargs
+    )
+    read = [
+        ex["id"].decode()
+        for ex in tfds.as_numpy(beamed.as_dataset(split=split).map(lambda e: {"id": e["id"]}))
+    ]
+    assert len(read) == len(set(read)) == len(ids)  # no duplicates
+    assert set(read) == set(_examples(plain, split)) == set(ids)
+    assert beamed.info.splits[split].num_examples == len(ids)
+    assert beamed._beam_counts == {split: len(ids)}  # the workers' counters, checked by the build

@@ -12,7 +12,8 @@ annotate are marked absent (`has_task<N>`), never filled in (annotations.py).
 Per-chart work lives in the pure function `chart_example`. When the build is given Beam options
 (`tfds build ... --beam_pipeline_options=...`), `_generate_examples` returns a Beam transform
 mapping it over the (id, json, image) triples; otherwise it stays a plain generator. Both give
-the same examples and the same skip counts (see `beam_examples`).
+the same examples and the same skip counts (see `beam_examples`). Beam builds run with
+`common.beam_build`'s guards (Beam 2.77's local runner can drop data between stages).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
 
+from tfds_builders.common import beam_build
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png
 
@@ -206,11 +208,13 @@ class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
 
     def _download_and_prepare(self, dl_manager, download_config=None):
         # tfds 4.9.10 hands the Beam runner/options only to its split writer: note here whether
-        # the build has any, so that `_generate_examples` can choose Beam.
-        self._use_beam = download_config is not None and (
-            download_config.beam_runner is not None or download_config.beam_options is not None
-        )
+        # the build has any, so that `_generate_examples` can choose Beam. Beam builds get a
+        # lossless local data plane, and their written counts are checked against the workers'.
+        self._use_beam = beam_build.prepare_beam_build(download_config)
+        self._beam_counts = None
         super()._download_and_prepare(dl_manager, download_config=download_config)
+        if self._use_beam:
+            beam_build.check_no_examples_lost(self.name, self.info.splits, self._beam_counts)
 
     def _generate_examples(self, split: str, root: str, items):
         if getattr(self, "_use_beam", False):
@@ -224,13 +228,12 @@ class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
         query = pipeline_result.metrics().query(
             beam.metrics.MetricsFilter().with_namespace(_BEAM_NAMESPACE)
         )
-        examples: dict[str, int] = {}
         for result in query["counters"]:
             kind, split = result.key.metric.name.split(":", 1)
             if kind == "skipped":
                 self.skip_ledger.counts[split] += result.committed
-            else:
-                examples[split] = examples.get(split, 0) + result.committed
+        self._beam_counts = beam_build.example_counts(pipeline_result, _BEAM_NAMESPACE)
+        examples = self._beam_counts or {}
         for path in sorted(epath.Path(self.data_dir).glob(_SKIP_MESSAGES_GLOB)):
             room = _MAX_SKIP_MESSAGES - len(self.skip_ledger.messages)
             self.skip_ledger.messages.extend(json.loads(path.read_text())[: max(room, 0)])

@@ -9,6 +9,8 @@ Per-image work lives in the pure function `image_examples`. When the build is gi
 (`tfds build ... --beam_pipeline_options=...`), `_generate_examples` returns a Beam transform
 that parses each split's JSON in a worker, reshuffles the per-image groups and maps
 `image_examples` over them; otherwise it stays a plain generator. Both give the same examples.
+Beam builds run with `common.beam_build`'s guards: Beam 2.77's local FnApiRunner can drop data
+between stages, which is switched off, and the written count is checked against the workers'.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 from etils import epath
 from PIL import Image
+
+from tfds_builders.common import beam_build
 
 # Release split folders, in release order; a build makes the ones present in manual_dir.
 SPLIT_NAMES = (
@@ -139,9 +143,16 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 
     def _download_and_prepare(self, dl_manager, download_config=None):
         # tfds 4.9.10 hands the Beam runner/options only to its split writer: note here whether
-        # the build has any, so that `_generate_examples` can choose Beam.
-        self._use_beam = uses_beam(download_config)
+        # the build has any, so that `_generate_examples` can choose Beam. Beam builds get a
+        # lossless local data plane, and their written counts are checked against the workers'.
+        self._use_beam = beam_build.prepare_beam_build(download_config)
+        self._beam_counts = None
         super()._download_and_prepare(dl_manager, download_config=download_config)
+        if self._use_beam:
+            beam_build.check_no_examples_lost(self.name, self.info.splits, self._beam_counts)
+
+    def _process_pipeline_result(self, pipeline_result) -> None:
+        self._beam_counts = beam_build.example_counts(pipeline_result, _BEAM_NAMESPACE)
 
     def _generate_examples(self, split_dir: epath.Path):
         """(id, example) pairs as a generator, or as a Beam transform when the build uses Beam."""
@@ -161,13 +172,7 @@ def _iter_examples(split_dir: epath.Path) -> Iterator[tuple[str, dict[str, Any]]
 # ---------------------------------------------------------------------------------------------
 
 _MODULE = "tfds_builders.figureqa.figureqa"
-
-
-def uses_beam(download_config: tfds.download.DownloadConfig | None) -> bool:
-    """True when the build was given a Beam runner or Beam pipeline options."""
-    return download_config is not None and (
-        download_config.beam_runner is not None or download_config.beam_options is not None
-    )
+_BEAM_NAMESPACE = "figureqa"
 
 
 def beam_examples(split_dir: epath.Path):
@@ -191,7 +196,12 @@ def beam_examples(split_dir: epath.Path):
 
 
 def beam_image_examples(group, split_dir: epath.Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    return image_examples(split_dir, *group)
+    """`image_examples` in a Beam worker, counted (`examples:<split>`) for the loss check."""
+    beam = tfds.core.lazy_imports.apache_beam
+    counter = beam.metrics.Metrics.counter(_BEAM_NAMESPACE, f"examples:{split_dir.name}")
+    for key_example in image_examples(split_dir, *group):
+        counter.inc()
+        yield key_example
 
 
 # ---------------------------------------------------------------------------------------------
