@@ -34,9 +34,7 @@ def _args(argv=None):
     p.add_argument("--patches", type=int, default=512, help="encoder length (patches/tokens)")
     p.add_argument("--targets", type=int, default=64)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--dtype", default="auto",
-                   help="chartjax activation dtype; auto: float32 on CPU (no bf16 matmul units: "
-                        "bf16 is ~1.35x slower there, and HF runs float32), else bfloat16")
+    p.add_argument("--dtype", default="bfloat16", help="chartjax activation dtype")
     p.add_argument("--steps", type=int, default=5, help="timed training steps")
     p.add_argument("--decode-tokens", type=int, default=32)
     p.add_argument("--decode-reps", type=int, default=3)
@@ -49,13 +47,6 @@ def _args(argv=None):
 
 
 # ----------------------------------------------------------------------------------- inputs
-
-
-def _resolve_dtype(a) -> None:
-    if a.dtype == "auto":
-        import jax
-
-        a.dtype = "float32" if jax.default_backend() == "cpu" else "bfloat16"
 
 
 def _config(a):
@@ -316,7 +307,6 @@ def main(argv=None) -> None:
     if a.patch_worker:
         _patch_worker(a)
         return
-    _resolve_dtype(a)
     cfg = _config(a)
     batch = _batch(a, cfg)
     img = _chart_image()

@@ -14,12 +14,11 @@ import chartjax.models.decoding, chartjax.models.flops, chartjax.models.losses  
 import chartjax.models.pix2struct, chartjax.models.t5, optax  # noqa
 a = bench_step._args(["--model", "pix2struct", "--hidden", "32", "--heads", "4", "--patches",
                       "10", "--batch", "2"])
-bench_step._resolve_dtype(a)
 cfg = bench_step._config(a)
 b = bench_step._batch(a, cfg)
 assert b["encoder_input_tokens"].shape == (2, 10, 2 + 768), b["encoder_input_tokens"].shape
 assert b["encoder_input_tokens"][0, :, 0].min() >= 1  # every patch valid (row id > 0)
-assert cfg.head_dim == 8 and cfg.dtype == "float32"  # --dtype auto on the CPU backend
+assert cfg.head_dim == 8 and cfg.dtype == "bfloat16"
 bad = [m for m in ("tensorflow", "gin") if m in sys.modules]
 assert not bad, bad
 print("ok")
