@@ -34,7 +34,7 @@ bench: $(STAMP)
 	$(PY) -m tools.bench_train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
 	$(PY) -m tools.bench_synth --figures 100
 	$(PY) -m tools.bench_synth_chart_info --num 100
-	$(PY) -m tools.bench_learning --out bench_learning_out --budget_s 600 --rerun
+	$(PY) -m tools.bench_learning --out bench_learning_out --rerun
 
 clean:
 	rm -rf $(VENV) demo_out .pytest_cache

@@ -1,12 +1,15 @@
 """CHART-Info-style synthetic corpus in the ICDAR 2019 synthetic release layout.
 
     chartjax-synth chart_info --out DIR --num N --seed S --workers W [--types ...]
+        [--size 640x480] [--max-categories 3] [--max-topics 4]
 
 writes `DIR/png/<index>.png` (1280 x 960 RGBA, as the release), `DIR/json_gt/<index>.json` (the
 official task1-task6 JSON, corpora reference §3.3) and `DIR/tables/<index>.txt` (the chart's
 table in DePlot's linearized format, `chartjax.data.tables`). Each chart draws everything from
 its own `SeedSequence(seed, spawn_key=(index,))`, so the output is byte-identical for a seed
-whatever the worker count.
+whatever the worker count. `--size`, `--max-categories` and `--max-topics` (smaller images, shorter
+tables, fewer topics: for quick learning checks) depart from the release; without them the output
+is unchanged.
 
 Annotation conventions follow the ten official samples (`adobe-research/CHART-Synthetic`):
 "x-axis" is the independent variable (the vertical axis of horizontal bars and boxes); tick
@@ -65,12 +68,18 @@ def chart_rng(seed: int, index: int) -> np.random.Generator:
 
 
 def draw_chart(
-    seed: int, index: int, types: Sequence[str] = tb.CHART_TYPES, style_override: dict | None = None
+    seed: int,
+    index: int,
+    types: Sequence[str] = tb.CHART_TYPES,
+    style_override: dict | None = None,
+    max_categories: int | None = None,
+    max_topics: int | None = None,
 ) -> tuple[tb.ChartData, Drawn]:
-    """Synthesizes and draws chart `index` of a corpus (tests pass `style_override`)."""
+    """Synthesizes and draws chart `index` of a corpus (tests pass `style_override`; `size` is
+    `style_override={"width": w, "height": h}`)."""
     rng = chart_rng(seed, index)
     chart_type = types[int(rng.integers(len(types)))]
-    data = tb.synthesize(rng, chart_type)
+    data = tb.synthesize(rng, chart_type, max_categories, max_topics)
     for _ in range(MAX_STYLES):
         style: Style = sample_style(rng, data)
         if style_override:
@@ -96,19 +105,37 @@ def encode_png(rgba: np.ndarray, level: int = 1) -> bytes:
     return png_bytes(rows, w, 4, level)
 
 
+def _size_override(size: tuple[int, int] | None) -> dict | None:
+    return None if size is None else {"width": int(size[0]), "height": int(size[1])}
+
+
 def make_chart(
-    seed: int, index: int, types: Sequence[str] = tb.CHART_TYPES, compress_level: int = 1
+    seed: int,
+    index: int,
+    types: Sequence[str] = tb.CHART_TYPES,
+    compress_level: int = 1,
+    size: tuple[int, int] | None = None,
+    max_categories: int | None = None,
+    max_topics: int | None = None,
 ) -> Chart:
-    data, drawn = draw_chart(seed, index, types)
+    """Chart `index`; `size` (width, height) in pixels replaces the release's 1280 x 960."""
+    data, drawn = draw_chart(seed, index, types, _size_override(size), max_categories, max_topics)
     doc = official_json(data.chart_type, annotate(drawn))
     png = encode_png(drawn.rgba(), compress_level)
     return Chart(data.chart_type, png, doc, data.linearized())
 
 
 def write_chart(
-    out: str, seed: int, index: int, types: Sequence[str] = tb.CHART_TYPES, compress_level: int = 1
+    out: str,
+    seed: int,
+    index: int,
+    types: Sequence[str] = tb.CHART_TYPES,
+    compress_level: int = 1,
+    size: tuple[int, int] | None = None,
+    max_categories: int | None = None,
+    max_topics: int | None = None,
 ) -> str:
-    chart = make_chart(seed, index, types, compress_level)
+    chart = make_chart(seed, index, types, compress_level, size, max_categories, max_topics)
     stem = str(index)  # the 2019 release names files by integer index (344.png, 21987.json)
     with open(os.path.join(out, "png", stem + ".png"), "wb") as f:
         f.write(chart.png)
@@ -131,18 +158,40 @@ def generate(
     types: Sequence[str] | None = None,
     start: int = 0,
     compress_level: int = 1,
+    size: tuple[int, int] | None = None,
+    max_categories: int | None = None,
+    max_topics: int | None = None,
 ) -> Counter:
     """Writes charts `start .. start+num-1` under `out`; returns the count per chart type."""
     chart_types = parse_types(types)
+    if size is not None and min(size) < 64:
+        raise ValueError(f"size: {size} is too small for a chart (at least 64 x 64 pixels)")
+    for name, cap in (("max_categories", max_categories), ("max_topics", max_topics)):
+        if cap is not None and cap < 1:
+            raise ValueError(f"{name} must be >= 1, got {cap}")
     for sub in ("png", "json_gt", "tables"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
-    jobs = [(out, seed, i, chart_types, compress_level) for i in range(start, start + num)]
+    jobs = [
+        (out, seed, i, chart_types, compress_level, size, max_categories, max_topics)
+        for i in range(start, start + num)
+    ]
     if workers <= 1:
         return Counter(_write_star(j) for j in jobs)
     # spawn: safe even when the parent has threads (jax, tf); each chart is independent.
     chunk = max(1, min(16, len(jobs) // (4 * workers)))
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         return Counter(pool.imap_unordered(_write_star, jobs, chunksize=chunk))
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """Parses "640x480" into (640, 480)."""
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--size: expected WIDTHxHEIGHT, got {text!r}") from None
+    if min(w, h) < 64:
+        raise argparse.ArgumentTypeError(f"--size: {text!r} is too small (at least 64x64)")
+    return w, h
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -165,6 +214,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=range(10),
         help="PNG compression level (1-3: ISA-L igzip, fast; 4-9: zlib, smaller; 0: none)",
     )
+    parser.add_argument(
+        "--size",
+        type=parse_size,
+        default=None,
+        help="image size WIDTHxHEIGHT in pixels, e.g. 640x480 (default: the release's 1280x960; "
+        "fonts keep their point sizes, so text gets relatively larger)",
+    )
+    parser.add_argument(
+        "--max-categories",
+        type=int,
+        default=None,
+        help="cap on the table rows (categories, scatter points) of every chart (default: none)",
+    )
+    parser.add_argument(
+        "--max-topics",
+        type=int,
+        default=None,
+        help="draw topics (titles, units, value ranges) from the first N built-in ones only "
+        "(default: all)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -181,6 +250,9 @@ def run(args: argparse.Namespace) -> int:
         types=types,
         start=args.start,
         compress_level=args.png_compression,
+        size=args.size,
+        max_categories=args.max_categories,
+        max_topics=args.max_topics,
     )
     print(
         json.dumps(

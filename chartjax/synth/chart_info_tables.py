@@ -278,8 +278,8 @@ def _series_values(rng, topic: Topic, n_rows: int, n_cols: int, stacked: bool) -
     lo, hi = topic.lo, topic.hi
     if stacked or not topic.signed:
         lo = max(lo, 0.0)
-    if stacked:  # keep totals inside the topic's range
-        hi = max(hi / n_cols, lo + 1e-3)
+    if stacked:  # each series a share of the topic's range, so the totals stay inside it
+        lo, hi = lo / n_cols, hi / n_cols
         lo = max(lo, hi * 0.05)
     # A smooth-ish level per series plus noise, so lines look like indicators, not white noise.
     base = rng.uniform(lo, hi, size=(1, n_cols))
@@ -296,20 +296,41 @@ def _format_grid(vals: np.ndarray, decimals: int) -> tuple[tuple[str, ...], ...]
     return tuple(tuple(_fmt(v, decimals) for v in row) for row in vals)
 
 
-def synthesize(rng: np.random.Generator, chart_type: str) -> ChartData:
-    """Draws one realistic table for `chart_type`."""
+def _count(rng: np.random.Generator, lo: int, hi: int, cap: int | None) -> int:
+    """`rng.integers(lo, hi)`, drawn from `[min(lo, cap), min(hi, cap + 1))` under a cap."""
+    if cap is None:
+        return int(rng.integers(lo, hi))
+    return int(rng.integers(min(lo, cap), min(hi, cap + 1)))
+
+
+def synthesize(
+    rng: np.random.Generator,
+    chart_type: str,
+    max_categories: int | None = None,
+    max_topics: int | None = None,
+) -> ChartData:
+    """Draws one realistic table for `chart_type`.
+
+    `max_categories` caps the table rows (categories; scatter points) for short tables;
+    `max_topics` draws topics from the first `max_topics` of `TOPICS` only. None keeps the
+    default ranges and the default random stream.
+    """
+    for name, cap in (("max_categories", max_categories), ("max_topics", max_topics)):
+        if cap is not None and cap < 1:
+            raise ValueError(f"{name} must be >= 1, got {cap}")
+    n_topics = len(TOPICS) if max_topics is None else min(max_topics, len(TOPICS))
     if chart_type not in CHART_TYPES:
         raise ValueError(f"unknown chart type {chart_type!r}; expected one of {CHART_TYPES}")
-    topic = TOPICS[rng.integers(len(TOPICS))]
+    topic = TOPICS[rng.integers(n_topics)]
     dec = topic.decimals
     if chart_type == SCATTER:
-        return _scatter(rng, topic)
+        return _scatter(rng, topic, max_categories, n_topics)
     if chart_type in BOX_TYPES:
-        return _box(rng, topic, chart_type)
+        return _box(rng, topic, chart_type, max_categories)
     if chart_type in (PIE, DONUT):
         while topic.signed:  # a pie needs positive parts
-            topic = TOPICS[rng.integers(len(TOPICS))]
-        n = int(rng.integers(2, 8))
+            topic = TOPICS[rng.integers(n_topics)]  # TOPICS[0] is unsigned: this ends
+        n = _count(rng, 2, 8, max_categories)
         x_label, cats = _categories(rng, n)
         vals = rng.uniform(max(topic.lo, topic.hi * 0.03), topic.hi, size=(n, 1))
         return ChartData(
@@ -322,9 +343,9 @@ def synthesize(rng: np.random.Generator, chart_type: str) -> ChartData:
             _format_grid(vals, topic.decimals),
         )
     if chart_type == LINE:
-        n_rows, n_cols = int(rng.integers(4, 16)), int(rng.integers(1, 5))
+        n_rows, n_cols = _count(rng, 4, 16, max_categories), int(rng.integers(1, 5))
     else:
-        n_rows, n_cols = int(rng.integers(2, 9)), int(rng.integers(2, 5))
+        n_rows, n_cols = _count(rng, 2, 9, max_categories), int(rng.integers(2, 5))
     x_label, cats = _categories(rng, n_rows)
     names = _series_names(rng, n_cols, cats) if n_cols > 1 else (topic.unit,)
     vals = _series_values(rng, topic, n_rows, n_cols, stacked=chart_type.startswith("Stacked"))
@@ -339,9 +360,11 @@ def synthesize(rng: np.random.Generator, chart_type: str) -> ChartData:
     )
 
 
-def _scatter(rng: np.random.Generator, topic: Topic) -> ChartData:
-    other = TOPICS[rng.integers(len(TOPICS))]
-    n = int(rng.integers(12, 60))
+def _scatter(
+    rng: np.random.Generator, topic: Topic, max_categories: int | None, n_topics: int
+) -> ChartData:
+    other = TOPICS[rng.integers(n_topics)]
+    n = _count(rng, 12, 60, max_categories)
     x = rng.uniform(other.lo, other.hi, size=n)
     slope = rng.normal(0, 1) * (topic.hi - topic.lo) / max(other.hi - other.lo, 1e-6)
     y = topic.lo + (topic.hi - topic.lo) * 0.5 + slope * (x - x.mean()) * 0.4
@@ -353,8 +376,10 @@ def _scatter(rng: np.random.Generator, topic: Topic) -> ChartData:
     return ChartData(SCATTER, title, other.unit, topic.unit, x_cells, ("",), y_cells)
 
 
-def _box(rng: np.random.Generator, topic: Topic, chart_type: str) -> ChartData:
-    n = int(rng.integers(2, 8))
+def _box(
+    rng: np.random.Generator, topic: Topic, chart_type: str, max_categories: int | None
+) -> ChartData:
+    n = _count(rng, 2, 8, max_categories)
     x_label, cats = _categories(rng, n)
     lo, hi = max(topic.lo, 0.0), topic.hi
     dec = max(topic.decimals, 1)

@@ -6,6 +6,7 @@ the generator's code. Pixel checks live in test_chart_info_pixels.py.
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from pathlib import Path
@@ -385,3 +386,79 @@ def test_pie_json_is_task1_only():
     doc = official_json("Donut", None)
     assert doc["task1"]["output"] == {"chart_type": "Donut"}
     assert all(doc[t] == {"input": {}, "name": NAMES[t], "output": {}} for t in list(NAMES)[1:])
+
+
+# ---------------------------------------------------------------- --size, --max-categories, --max-topics
+
+
+def test_max_categories_caps_rows_and_a_loose_cap_changes_nothing():
+    for t in TYPES:
+        for i in range(8):
+            capped = tb.synthesize(ci.chart_rng(4, i), t, max_categories=3)
+            assert 1 <= len(capped.categories) <= 3, (t, i)
+            assert len(capped.cells) == len(capped.categories), (t, i)
+            # A cap above every type's range draws the very same table as no cap (same stream).
+            assert tb.synthesize(ci.chart_rng(4, i), t, max_categories=100) == tb.synthesize(
+                ci.chart_rng(4, i), t
+            ), (t, i)
+    with pytest.raises(ValueError, match="max_categories"):
+        tb.synthesize(ci.chart_rng(0, 0), "Line", max_categories=0)
+
+
+def test_max_topics_draws_from_the_first_topics_only():
+    first = {t.title for t in tb.TOPICS[:2]}
+    units = {t.unit for t in tb.TOPICS[:2]}
+    seen = set()
+    for t in TYPES:
+        for i in range(6):
+            data = tb.synthesize(ci.chart_rng(9, i), t, max_topics=2)
+            assert data.y_label in units, (t, i)  # every type labels its value axis by topic
+            if t != "Scatter":  # scatter titles join two topics ("A vs. B")
+                seen |= {title for title in first if data.title.startswith(title)}
+            assert tb.synthesize(ci.chart_rng(9, i), t, max_topics=len(tb.TOPICS)) == (
+                tb.synthesize(ci.chart_rng(9, i), t)
+            ), (t, i)
+    assert seen == first
+    with pytest.raises(ValueError, match="max_topics"):
+        tb.synthesize(ci.chart_rng(0, 0), "Pie", max_topics=0)
+
+
+def test_size_and_max_categories_through_the_cli(tmp_path):
+    from tools.synth import main
+
+    out = tmp_path / "small"
+    argv = ["chart_info", "--out", str(out), "--num", "3", "--seed", "2", "--types",
+            "Grouped_vertical_bar", "Line", "--size", "640x480", "--max-categories", "2",
+            "--max-topics", "1"]  # fmt: skip
+    assert main(argv) == 0
+    for stem in ("0", "1", "2"):
+        with Image.open(out / "png" / f"{stem}.png") as img:
+            assert img.size == (640, 480), stem
+        doc = json.loads((out / "json_gt" / f"{stem}.json").read_text())
+        for block in doc["task2"]["output"]["text_blocks"]:
+            bb = block["bb"]
+            assert bb["x0"] + bb["width"] <= 640 and bb["y0"] + bb["height"] <= 480, stem
+        table = tables.parse((out / "tables" / f"{stem}.txt").read_text())
+        assert 1 <= len(table.rows) <= 2, stem
+        assert table.title.startswith(tb.TOPICS[0].title), stem
+    default = ci.make_chart(2, 0, ci.parse_types(["Grouped_vertical_bar", "Line"]))
+    with Image.open(io.BytesIO(default.png)) as img:
+        assert img.size == (W, H)
+
+
+def test_bad_size_is_named():
+    with pytest.raises(argparse.ArgumentTypeError, match="--size"):
+        ci.parse_size("640")
+    with pytest.raises(argparse.ArgumentTypeError, match="too small"):
+        ci.parse_size("32x32")
+
+
+def test_stacked_series_of_a_floored_topic_vary_and_total_inside_its_range():
+    # Stacked series used to be capped at hi / n_series, below the floor of topics such as
+    # life expectancy (45-85 years): every cell came out at the floor.
+    topic = next(t for t in tb.TOPICS if t.title.startswith("Life expectancy"))
+    for n_series in (2, 3, 4):
+        vals = tb._series_values(np.random.default_rng(n_series), topic, 8, n_series, stacked=True)
+        assert len(np.unique(np.round(vals, 1))) > n_series, vals
+        totals = vals.sum(axis=1)
+        assert (totals >= topic.lo - 1e-9).all() and (totals <= topic.hi + 1e-9).all(), totals
