@@ -30,12 +30,10 @@ EVAL_BATCH = 256
 
 def load_split(task, split: str, types, templates, limit: int) -> dict[str, np.ndarray]:
     """The split's questions after the task's eval preprocessing, filtered, padding dropped."""
-    cols: dict[str, list] = {}
-    for b in task.eval_batches(split, EVAL_BATCH, 0, 1):
-        keep = np.asarray(b["_mask"], bool)
-        for k in (*INPUTS, "label", "figure_type", "question_id"):
-            cols.setdefault(k, []).append(np.asarray(b[k])[keep])
-    d = {k: np.concatenate(v) for k, v in cols.items()}
+    from tools.bench_learning import featurize_all
+
+    d = featurize_all(task, split, EVAL_BATCH)
+    d = {k: d[k] for k in (*INPUTS, "label", "figure_type", "question_id")}
     d["figure_type"] = np.array([x.decode() if isinstance(x, bytes) else str(x)
                                  for x in d["figure_type"]])
     m = np.ones(len(d["label"]), bool)

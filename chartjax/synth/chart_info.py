@@ -125,17 +125,8 @@ def make_chart(
     return Chart(data.chart_type, png, doc, data.linearized())
 
 
-def write_chart(
-    out: str,
-    seed: int,
-    index: int,
-    types: Sequence[str] = tb.CHART_TYPES,
-    compress_level: int = 1,
-    size: tuple[int, int] | None = None,
-    max_categories: int | None = None,
-    max_topics: int | None = None,
-) -> str:
-    chart = make_chart(seed, index, types, compress_level, size, max_categories, max_topics)
+def write_chart(out: str, index: int, chart: Chart) -> str:
+    """Writes chart `index`'s PNG, JSON and table under `out`; returns its chart type."""
     stem = str(index)  # the 2019 release names files by integer index (344.png, 21987.json)
     with open(os.path.join(out, "png", stem + ".png"), "wb") as f:
         f.write(chart.png)
@@ -146,8 +137,9 @@ def write_chart(
     return chart.chart_type
 
 
-def _write_star(job: tuple) -> str:
-    return write_chart(*job)
+def _write_job(job: tuple[str, int, int, dict]) -> str:
+    out, seed, index, options = job
+    return write_chart(out, index, make_chart(seed, index, **options))
 
 
 def generate(
@@ -166,21 +158,18 @@ def generate(
     chart_types = parse_types(types)
     if size is not None and min(size) < 64:
         raise ValueError(f"size: {size} is too small for a chart (at least 64 x 64 pixels)")
-    for name, cap in (("max_categories", max_categories), ("max_topics", max_topics)):
-        if cap is not None and cap < 1:
-            raise ValueError(f"{name} must be >= 1, got {cap}")
+    tb.check_caps(max_categories, max_topics)  # before any folder or worker
     for sub in ("png", "json_gt", "tables"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
-    jobs = [
-        (out, seed, i, chart_types, compress_level, size, max_categories, max_topics)
-        for i in range(start, start + num)
-    ]
+    options = dict(types=chart_types, compress_level=compress_level, size=size,
+                   max_categories=max_categories, max_topics=max_topics)
+    jobs = [(out, seed, i, options) for i in range(start, start + num)]
     if workers <= 1:
-        return Counter(_write_star(j) for j in jobs)
+        return Counter(map(_write_job, jobs))
     # spawn: safe even when the parent has threads (jax, tf); each chart is independent.
     chunk = max(1, min(16, len(jobs) // (4 * workers)))
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return Counter(pool.imap_unordered(_write_star, jobs, chunksize=chunk))
+        return Counter(pool.imap_unordered(_write_job, jobs, chunksize=chunk))
 
 
 def parse_size(text: str) -> tuple[int, int]:

@@ -303,6 +303,13 @@ def _count(rng: np.random.Generator, lo: int, hi: int, cap: int | None) -> int:
     return int(rng.integers(min(lo, cap), min(hi, cap + 1)))
 
 
+def check_caps(max_categories: int | None, max_topics: int | None) -> None:
+    """Raises ValueError, naming the option, for a cap below 1 (None means no cap)."""
+    for name, cap in (("max_categories", max_categories), ("max_topics", max_topics)):
+        if cap is not None and cap < 1:
+            raise ValueError(f"{name} must be >= 1, got {cap}")
+
+
 def synthesize(
     rng: np.random.Generator,
     chart_type: str,
@@ -315,9 +322,7 @@ def synthesize(
     `max_topics` draws topics from the first `max_topics` of `TOPICS` only. None keeps the
     default ranges and the default random stream.
     """
-    for name, cap in (("max_categories", max_categories), ("max_topics", max_topics)):
-        if cap is not None and cap < 1:
-            raise ValueError(f"{name} must be >= 1, got {cap}")
+    check_caps(max_categories, max_topics)
     n_topics = len(TOPICS) if max_topics is None else min(max_topics, len(TOPICS))
     if chart_type not in CHART_TYPES:
         raise ValueError(f"unknown chart type {chart_type!r}; expected one of {CHART_TYPES}")
