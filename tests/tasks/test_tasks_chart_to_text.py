@@ -11,7 +11,7 @@ import re
 import gin
 import numpy as np
 import pytest
-from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS
+from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
 from chartjax import config as config_lib
 from chartjax.metrics import report
@@ -195,18 +195,11 @@ def _check_metrics(obj, rows, split):
 def test_recipe_pipeline(recipe, vocab_file, data_dir, tables_file):
     """The recipe's task on the dummy data without a model: batch shapes, and scoring the
     targets themselves gives BLEU 1 and CS 1 in a valid metrics.json."""
-    from chartjax.tasks import registry
 
     image = "models/pix2struct.gin" in recipe_text(recipe)
-    gin.clear_config()
-    config_lib.parse_gin([f"tasks/{recipe}.gin"], _bindings(
-        recipe, vocab_file, data_dir, tables_file, extra=["Features.max_target_len = 128"]))
-    try:
-        task = registry.get_task("chart_to_text")
-        train_batch = next(task.train_batches(8, 0, 0, 0, 1))
-        (batch,) = list(task.eval_batches("test", 8, 0, 1))
-    finally:
-        gin.clear_config()
+    bindings = _bindings(recipe, vocab_file, data_dir, tables_file,
+                         extra=["Features.max_target_len = 128"])
+    task, train_batch, batch = recipe_batches(recipe, bindings, "chart_to_text", "test")
     enc = train_batch["encoder_input_tokens"]
     assert enc.shape == ((8, 64, 2 + 4 * 4 * 3) if image else (8, 64))
     keep = batch["_mask"]

@@ -11,7 +11,7 @@ import re
 
 import gin
 import pytest
-from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS
+from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
 from chartjax import config as config_lib
 from chartjax.metrics import report
@@ -358,18 +358,11 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
     and scoring the targets themselves gives perfect metrics in a valid metrics.json."""
     import numpy as np
 
-    from chartjax.tasks import registry
 
     mode, image = recipe_mode(recipe), "models/pix2struct.gin" in recipe_text(recipe)
-    gin.clear_config()
-    config_lib.parse_gin([f"tasks/{recipe}.gin"], _bindings(
-        recipe, vocab_file, data_dir, files, extra=["Features.max_target_len = 128"]))
-    try:
-        task = registry.get_task("chartcheck")
-        train_batch = next(task.train_batches(8, 0, 0, 0, 1))
-        (batch,) = list(task.eval_batches("test_one", 8, 0, 1))
-    finally:
-        gin.clear_config()
+    bindings = _bindings(recipe, vocab_file, data_dir, files,
+                         extra=["Features.max_target_len = 128"])
+    task, train_batch, batch = recipe_batches(recipe, bindings, "chartcheck", "test_one")
     enc = train_batch["encoder_input_tokens"]
     assert enc.shape == ((8, 64, 2 + 4 * 4 * 3) if image else (8, 64))
     assert train_batch["decoder_target_tokens"].shape == (8, 128)

@@ -23,3 +23,22 @@ RUN_TINY = ["Decoding.max_decode_len = 8", "train.global_batch_size = 8",
             "train.num_train_steps = 2", "train.eval_every = 0", "train.checkpoint_every = 2",
             "train.log_every = 1",
             "train.best_metric = None"]  # a second save; test_recipe_pipeline checks its name
+
+
+def recipe_batches(recipe: str, bindings: list[str], task_name: str, split: str):
+    """The recipe's task without a model: (task, one training batch, the one eval batch of
+    `split`), both of 8 rows; gin is cleared before and after."""
+    import gin
+
+    from chartjax import config as config_lib
+    from chartjax.tasks import registry
+
+    gin.clear_config()
+    config_lib.parse_gin([f"tasks/{recipe}.gin"], bindings)
+    try:
+        task = registry.get_task(task_name)
+        train_batch = next(task.train_batches(8, 0, 0, 0, 1))
+        (batch,) = list(task.eval_batches(split, 8, 0, 1))
+    finally:
+        gin.clear_config()
+    return task, train_batch, batch
