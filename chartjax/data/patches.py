@@ -6,6 +6,10 @@ resolution, grid `rows = max(min(floor(scale*H/ph), max_patches), 1)` with
 float64 and so differs at a few sizes, e.g. 41x41 at 16 patches), antialiased bilinear resize to
 exactly `(rows*ph, cols*pw)`, non-overlapping patches flattened in (ph, pw, C) order, row-major,
 1-based row/col ids in the first two channels, zero padding to `max_patches` rows.
+
+Speed (each TF op is one pass over the image; TF does not fuse them): the statistics come from one
+`tf.nn.moments`, patches are cut by a reshape/transpose rather than `extract_patches`, and an
+upscale skips the antialiasing kernel, which only differs from plain bilinear when shrinking.
 """
 
 from __future__ import annotations
@@ -14,8 +18,15 @@ import tensorflow as tf
 
 
 def standardize(image: tf.Tensor) -> tf.Tensor:
-    """`tf.image.per_image_standardization` on 0-255 values: (x - mean) / max(std, 1/sqrt(N))."""
-    return tf.image.per_image_standardization(tf.cast(image, tf.float32))
+    """`tf.image.per_image_standardization` on 0-255 values: (x - mean) / max(std, 1/sqrt(N)).
+
+    Written as moments + affine: 4 passes over the image instead of the 6 of TF's version, with
+    the same population statistics (to float32 rounding).
+    """
+    x = tf.cast(image, tf.float32)
+    mean, var = tf.nn.moments(x, axes=list(range(x.shape.rank)))
+    std = tf.maximum(tf.sqrt(var), tf.math.rsqrt(tf.cast(tf.size(x), tf.float32)))
+    return (x - mean) / std
 
 
 def patch_grid(height, width, max_patches: int, patch_size=(16, 16)) -> tuple[tf.Tensor, tf.Tensor]:
@@ -28,6 +39,22 @@ def patch_grid(height, width, max_patches: int, patch_size=(16, 16)) -> tuple[tf
     rows = tf.maximum(tf.minimum(tf.floor(scale * h / ph), mp), 1.0)
     cols = tf.maximum(tf.minimum(tf.floor(scale * w / pw), mp), 1.0)
     return tf.cast(rows, tf.int32), tf.cast(cols, tf.int32)
+
+
+def resize_antialiased(image: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
+    """`tf.image.resize(bilinear, antialias=True)`, with plain bilinear when no side shrinks.
+
+    When upscaling, TF's antialiased kernel is the triangle of radius 1 on half-pixel centres,
+    renormalized at the border, which is what clamped bilinear computes; the two differ only in
+    float32 rounding of the sample positions (below 3e-4 on standardized values, tested).
+    """
+    shape = tf.shape(image)
+    grows = tf.logical_and(size[0] >= shape[0], size[1] >= shape[1])
+    return tf.cond(
+        grows,
+        lambda: tf.image.resize(image, size, method="bilinear", antialias=False),
+        lambda: tf.image.resize(image, size, method="bilinear", antialias=True),
+    )
 
 
 def image_to_patches(
@@ -49,32 +76,22 @@ def image_to_patches(
         raise ValueError("image_to_patches: the channel count must be static")
     shape = tf.shape(image)
     rows, cols = patch_grid(shape[0], shape[1], max_patches, patch_size)
-    resized = tf.image.resize(
-        image,
-        tf.stack([rows * ph, cols * pw]),
-        method=tf.image.ResizeMethod.BILINEAR,
-        antialias=True,
-    )
-    patches = tf.image.extract_patches(
-        resized[None],
-        sizes=[1, ph, pw, 1],
-        strides=[1, ph, pw, 1],
-        rates=[1, 1, 1, 1],
-        padding="SAME",
-    )[0]  # [rows, cols, ph*pw*C]
-    depth = ph * pw * channels
-    patches = tf.reshape(patches, [rows * cols, depth])
-    r_ids = tf.reshape(tf.repeat(tf.range(1, rows + 1), cols), [-1, 1])
-    c_ids = tf.reshape(tf.tile(tf.range(1, cols + 1), [rows]), [-1, 1])
     if max_position_id is not None:
         tf.debugging.assert_less(
             tf.maximum(rows, cols),
             max_position_id,
             message=f"patch grid needs row/col ids >= {max_position_id} (extreme aspect ratio)",
         )
-    out = tf.concat([tf.cast(r_ids, tf.float32), tf.cast(c_ids, tf.float32), patches], axis=1)
+    resized = resize_antialiased(image, tf.stack([rows * ph, cols * pw]))
+    # [rows, ph, cols, pw*C] -> [rows, cols, ph, pw*C]: each patch in (ph, pw, C) order.
+    grid = tf.reshape(resized, [rows, ph, cols, pw * channels])
+    patches = tf.reshape(tf.transpose(grid, [0, 2, 1, 3]), [rows * cols, ph * pw * channels])
+    ids = tf.stack(
+        [tf.repeat(tf.range(1, rows + 1), cols), tf.tile(tf.range(1, cols + 1), [rows])], 1
+    )
+    out = tf.concat([tf.cast(ids, tf.float32), patches], axis=1)
     out = tf.pad(out, [[0, max_patches - rows * cols], [0, 0]])
-    return tf.ensure_shape(out, [max_patches, 2 + depth])
+    return tf.ensure_shape(out, [max_patches, 2 + ph * pw * channels])
 
 
 def preprocess_image(

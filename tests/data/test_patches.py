@@ -97,3 +97,29 @@ def test_render_header_layout():
 def test_render_missing_font_names_the_path():
     with pytest.raises(FileNotFoundError, match="nope.ttf"):
         render.render_text("x", font_path="/nope.ttf")
+
+
+def test_standardize_equals_tf_per_image_standardization():
+    img = _image(45, 70, 4)
+    want = tf.image.per_image_standardization(tf.cast(img, tf.float32)).numpy()
+    np.testing.assert_allclose(patches.standardize(img).numpy(), want, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "hw,size",
+    [((60, 80), (64, 96)), ((37, 100), (112, 304)), ((16, 16), (16, 48)), ((90, 50), (90, 50))],
+)
+def test_upscale_fast_path_equals_antialiased_resize(hw, size):
+    # No side shrinks: plain bilinear stands in for TF's antialiased kernel (same weights).
+    img = patches.standardize(_image(*hw, 5))
+    fast = patches.resize_antialiased(img, tf.constant(size)).numpy()
+    want = tf.image.resize(img, size, antialias=True).numpy()
+    assert np.abs(fast - want).max() < 3e-4
+
+
+@pytest.mark.parametrize("hw,size", [((60, 80), (32, 96)), ((64, 64), (48, 48))])
+def test_any_shrinking_side_keeps_the_antialiased_kernel(hw, size):
+    img = patches.standardize(_image(*hw, 6))
+    got = patches.resize_antialiased(img, tf.constant(size)).numpy()
+    np.testing.assert_array_equal(got, tf.image.resize(img, size, antialias=True).numpy())
+    assert np.abs(got - tf.image.resize(img, size, antialias=False).numpy()).max() > 1e-2
