@@ -32,6 +32,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m tools.bench_input --with-step
 	$(PY) -m tools.bench_train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
+	$(PY) -m tools.bench_step --model pix2struct --compare-hf
 	$(PY) -m tools.bench_synth --figures 100
 	$(PY) -m tools.bench_synth_chart_info --num 100
 	$(PY) -m tools.bench_learning --out bench_learning_out --rerun

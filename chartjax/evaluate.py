@@ -18,6 +18,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec
 
+from chartjax import host_memory
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
@@ -159,6 +160,7 @@ def main(argv=None):
         p.add_argument("--split", action="append", default=None)
 
     args = config_lib.parse_flags(argv, description=__doc__, extra=extra)
+    host_memory.keep_freed_memory()
     for split, out in evaluate(args.workdir, args.checkpoint, args.split).items():
         if out.get("metrics"):
             print(split, {k: round(v, 4) for k, v in out["metrics"].items()}, out["dir"])

@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from chartjax import infer_inputs
+from chartjax import host_memory, infer_inputs
 from chartjax.infer_inputs import IMAGE_TASKS, TASKS, Example, InputError
 
 DEFAULT_FONT_SIZE = 36
@@ -296,6 +296,7 @@ def run(args) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    host_memory.keep_freed_memory()
     try:
         summary = run(args)
     except (InputError, FileNotFoundError, ValueError) as e:

@@ -22,7 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config as config_lib
 from chartjax import evaluate as eval_lib
-from chartjax import init_checkpoint, optim, plots
+from chartjax import host_memory, init_checkpoint, optim, plots
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
@@ -232,4 +232,5 @@ def train(workdir: str, *,
 
 def main(argv=None):
     args = config_lib.parse_flags(argv, description=__doc__)
+    host_memory.keep_freed_memory()
     train(args.workdir)

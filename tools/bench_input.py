@@ -42,6 +42,9 @@ def main(argv=None):
     p.add_argument("--images", type=int, default=200, help="corpus size when generating")
     p.add_argument("--with-step", action="store_true", help="also run tools.bench_train_step")
     args = p.parse_args(argv)
+    from chartjax import host_memory
+
+    host_memory.keep_freed_memory()  # as the chartjax-* entry points run
 
     from chartjax.tasks import figureqa
 

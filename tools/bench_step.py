@@ -42,6 +42,13 @@ def _args(argv=None):
     p.add_argument("--patch-max", type=int, default=2048)
     p.add_argument("--compare-hf", action="store_true")
     p.add_argument("--skip-patches", action="store_true")
+    p.add_argument(
+        "--malloc",
+        choices=["keep", "default"],
+        default="keep",
+        help="keep: chartjax.host_memory.keep_freed_memory() in this process and the patch "
+        "worker, so HF and chartjax both run with it; default: glibc's own thresholds",
+    )
     p.add_argument("--patch-worker", help=argparse.SUPPRESS)  # internal: image .npy path
     return p.parse_args(argv)
 
@@ -83,14 +90,19 @@ def _batch(a, cfg):
     }
 
 
-def _chart_image() -> np.ndarray:
-    """An 800x600 RGB bar chart (matplotlib Agg)."""
+# Timed chart images, by the suffix of their result keys: the issue's 800x600, which grows to
+# 2048 patches, and a 1600x1200 one, which shrinks and so takes the antialiased resize.
+PATCH_IMAGES = {"": 100, "_1600x1200": 200}
+
+
+def _chart_image(dpi: int = 100) -> np.ndarray:
+    """An 8x6 inch RGB bar chart (matplotlib Agg): 800x600 pixels at 100 dpi."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 6), dpi=100)
+    fig, ax = plt.subplots(figsize=(8, 6), dpi=dpi)
     ax.bar(["2019", "2020", "2021", "2022", "2023"], [12.5, 17.0, 9.8, 21.3, 15.1])
     ax.set_title("Revenue by year (billion USD)")
     fig.canvas.draw()
@@ -171,11 +183,11 @@ def bench_chartjax(a, cfg, batch) -> dict:
     }
 
 
-def bench_patches(a, img: np.ndarray) -> dict:
+def bench_patches(a, imgs: dict[str, np.ndarray]) -> dict:
     """Patch extraction in a child process (TF stays out of this process)."""
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "chart.npy")
-        np.save(path, img)
+        path = os.path.join(d, "charts.npz")
+        np.savez(path, **{f"img{k}": v for k, v in imgs.items()})
         cmd = [
             sys.executable,
             "-m",
@@ -186,6 +198,8 @@ def bench_patches(a, img: np.ndarray) -> dict:
             str(a.patch_images),
             "--patch-max",
             str(a.patch_max),
+            "--malloc",
+            a.malloc,
         ]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -199,19 +213,24 @@ def _patch_worker(a) -> None:
 
     from chartjax.data import patches
 
-    img = np.load(a.patch_worker)
     fn = tf.function(
         lambda x: patches.preprocess_image(x, a.patch_max),
         input_signature=[tf.TensorSpec([None, None, 3], tf.uint8)],
     )
-    s = _timed(lambda: fn(img).numpy(), a.patch_images)
-    print(json.dumps({"patch_images_per_s": 1.0 / s}))
+    out = {}
+    with np.load(a.patch_worker) as imgs:
+        for key in PATCH_IMAGES:
+            img = imgs[f"img{key}"]
+            out[f"patch_images_per_s{key}"] = 1.0 / _timed(
+                lambda img=img: fn(img).numpy(), a.patch_images
+            )
+    print(json.dumps(out))
 
 
 # ----------------------------------------------------------------------------------- HF
 
 
-def bench_hf(a, batch, img) -> dict:
+def bench_hf(a, batch, imgs: dict[str, np.ndarray]) -> dict:
     import torch
     import transformers
     from transformers.optimization import Adafactor
@@ -295,21 +314,27 @@ def bench_hf(a, batch, img) -> dict:
         )
 
         proc = Pix2StructImageProcessorPil()
-        s = _timed(
-            lambda: proc(images=img, max_patches=a.patch_max, return_tensors="np"), a.patch_images
-        )
-        out["patch_images_per_s"] = 1.0 / s
+        for key, img in imgs.items():
+            s = _timed(
+                lambda img=img: proc(images=img, max_patches=a.patch_max, return_tensors="np"),
+                a.patch_images,
+            )
+            out[f"patch_images_per_s{key}"] = 1.0 / s
     return out
 
 
 def main(argv=None) -> None:
     a = _args(argv)
+    if a.malloc == "keep":
+        from chartjax import host_memory
+
+        host_memory.keep_freed_memory()
     if a.patch_worker:
         _patch_worker(a)
         return
     cfg = _config(a)
     batch = _batch(a, cfg)
-    img = _chart_image()
+    imgs = {key: _chart_image(dpi) for key, dpi in PATCH_IMAGES.items()}
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     result = {
         "args": vars(a),
@@ -321,11 +346,12 @@ def main(argv=None) -> None:
     }
     result["chartjax"] = bench_chartjax(a, cfg, batch)
     if not a.skip_patches:
-        result["chartjax"].update(bench_patches(a, img))
+        result["chartjax"].update(bench_patches(a, imgs))
     if a.compare_hf:
-        result["hf"] = bench_hf(a, batch, img)
+        result["hf"] = bench_hf(a, batch, imgs)
         ratios = {}
-        for k in ("train_examples_per_s", "decode_examples_per_s", "patch_images_per_s"):
+        keys = ["train_examples_per_s", "decode_examples_per_s"]
+        for k in keys + [f"patch_images_per_s{key}" for key in PATCH_IMAGES]:
             ours, theirs = result["chartjax"].get(k), result["hf"].get(k)
             if ours and theirs:
                 ratios[k] = ours / theirs

@@ -23,6 +23,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rules", default="data_parallel")
     args = p.parse_args(argv)
+    from chartjax import host_memory
+
+    host_memory.keep_freed_memory()  # as the chartjax-* entry points run
 
     import jax
 

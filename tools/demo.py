@@ -60,8 +60,10 @@ def _train(name: str, gin_file: str, workdir: str, data_dir: str, budget_s: floa
     import gin
 
     from chartjax import config as config_lib
+    from chartjax import host_memory
     from chartjax import train as train_lib
 
+    host_memory.keep_freed_memory()  # as chartjax-train does
     gin.clear_config()
     bindings = [f"figureqa_task.data_dir = '{data_dir}'"]
     if budget_s is not None:

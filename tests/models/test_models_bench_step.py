@@ -1,14 +1,19 @@
 """tools/bench_step.py must import neither TensorFlow nor gin (it runs on the lent GPU machine,
-which has neither): checked in a fresh interpreter, with the config and synthetic batch built."""
+which has neither): checked in a fresh interpreter, with the config and synthetic batch built.
+Its patch-extraction worker (a child process, TF allowed) reports every timed chart image."""
 
 import os
 import subprocess
 import sys
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CODE = """
 import sys
+
+import numpy as np
 from tools import bench_step
 import chartjax.models.decoding, chartjax.models.flops, chartjax.models.losses  # noqa
 import chartjax.models.pix2struct, chartjax.models.t5, optax  # noqa
@@ -35,3 +40,14 @@ def test_bench_step_imports_no_tensorflow_or_gin():
         timeout=300,
     )
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-2000:]
+
+
+def test_patch_worker_times_every_chart_image():
+    from tools import bench_step
+
+    keys = list(bench_step.PATCH_IMAGES)
+    imgs = {key: np.full((30 + i, 40, 3), 200, np.uint8) for i, key in enumerate(keys)}
+    a = bench_step._args(["--patch-images", "2", "--patch-max", "16"])
+    out = bench_step.bench_patches(a, imgs)
+    assert sorted(out) == sorted(f"patch_images_per_s{k}" for k in keys), out
+    assert all(v > 0 for v in out.values())
