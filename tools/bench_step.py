@@ -49,7 +49,7 @@ def _args(argv=None):
         help="keep: chartjax.host_memory.keep_freed_memory() in this process and the patch "
         "worker, so HF and chartjax both run with it; default: glibc's own thresholds",
     )
-    p.add_argument("--patch-worker", help=argparse.SUPPRESS)  # internal: image .npy path
+    p.add_argument("--patch-worker", help=argparse.SUPPRESS)  # internal: .npz of the charts
     return p.parse_args(argv)
 
 

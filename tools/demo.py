@@ -60,10 +60,8 @@ def _train(name: str, gin_file: str, workdir: str, data_dir: str, budget_s: floa
     import gin
 
     from chartjax import config as config_lib
-    from chartjax import host_memory
     from chartjax import train as train_lib
 
-    host_memory.keep_freed_memory()  # as chartjax-train does
     gin.clear_config()
     bindings = [f"figureqa_task.data_dir = '{data_dir}'"]
     if budget_s is not None:
@@ -120,6 +118,9 @@ def main(argv=None):
     p.add_argument("--rn-budget-s", type=float, default=None, help="override the gin budget")
     p.add_argument("--text-budget-s", type=float, default=None)
     args = p.parse_args(argv)
+    from chartjax import host_memory
+
+    host_memory.keep_freed_memory()  # as the chartjax-* entry points run
     out = os.path.abspath(args.out)
     raw, data_dir = os.path.join(out, "figureqa_raw"), os.path.join(out, "tfds")
     t0 = time.time()

@@ -12,8 +12,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 CODE = """
 import sys
-
-import numpy as np
 from tools import bench_step
 import chartjax.models.decoding, chartjax.models.flops, chartjax.models.losses  # noqa
 import chartjax.models.pix2struct, chartjax.models.t5, optax  # noqa
