@@ -19,14 +19,25 @@ from orbax.checkpoint import checkpoint_managers as policies
 
 
 class Checkpointer:
-    def __init__(self, workdir: str, *, keep: int = 3, best_metric: str | None = None,
-                 best_mode: str = "max", async_save: bool = False):
+    def __init__(
+        self,
+        workdir: str,
+        *,
+        keep: int = 3,
+        best_metric: str | None = None,
+        best_mode: str = "max",
+        async_save: bool = False,
+    ):
         self.dir = os.path.abspath(os.path.join(workdir, "checkpoints"))
         self.manager = ocp.CheckpointManager(
-            self.dir, options=ocp.CheckpointManagerOptions(
-                preservation_policy=policies.LatestN(keep), create=True,
-                enable_async_checkpointing=async_save),
-            item_names=("state", "meta"))
+            self.dir,
+            options=ocp.CheckpointManagerOptions(
+                preservation_policy=policies.LatestN(keep),
+                create=True,
+                enable_async_checkpointing=async_save,
+            ),
+            item_names=("state", "meta"),
+        )
         self.best_metric = best_metric
         self.best = None
         if best_metric:
@@ -34,9 +45,13 @@ class Checkpointer:
                 os.path.abspath(os.path.join(workdir, "best")),
                 options=ocp.CheckpointManagerOptions(
                     preservation_policy=policies.BestN(
-                        get_metric_fn=lambda m: m[best_metric], reverse=best_mode == "min", n=1),
-                    create=True, enable_async_checkpointing=async_save),
-                item_names=("state", "meta"))
+                        get_metric_fn=lambda m: m[best_metric], reverse=best_mode == "min", n=1
+                    ),
+                    create=True,
+                    enable_async_checkpointing=async_save,
+                ),
+                item_names=("state", "meta"),
+            )
         self._sigterm = threading.Event()
 
     # -- saving -------------------------------------------------------------------------------
@@ -62,9 +77,15 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         target = jax.tree.map(
             lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-            abstract_state, shardings)
-        out = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
+            abstract_state,
+            shardings,
+        )
+        out = self.manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()
+            ),
+        )
         return out["state"], out["meta"]
 
     # -- preemption ---------------------------------------------------------------------------
@@ -94,8 +115,9 @@ def _args(state, meta):
 
 def restore_params_only(path: str):
     """Load only `params` from a chartjax checkpoint step folder (for init from a run)."""
-    mgr = ocp.CheckpointManager(os.path.dirname(os.path.abspath(path)),
-                                item_names=("state", "meta"))
+    mgr = ocp.CheckpointManager(
+        os.path.dirname(os.path.abspath(path)), item_names=("state", "meta")
+    )
     step = int(os.path.basename(os.path.normpath(path)))
     restored = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
     return restored["state"]["params"]

@@ -15,8 +15,9 @@ GIN_DIR = os.path.join(REPO_ROOT, "gin_configs")
 def parse_flags(argv=None, *, description: str = "", extra=None) -> argparse.Namespace:
     """`--gin_file` (repeatable; relative to cwd or to gin_configs/), `--gin_bindings`,
     `--workdir`; then parses gin. `extra(parser)` may add entry-point flags."""
-    parser = argparse.ArgumentParser(description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--gin_file", action="append", default=[], required=True)
     parser.add_argument("--gin_bindings", action="append", default=[])
     parser.add_argument("--workdir", required=True)

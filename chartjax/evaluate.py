@@ -28,27 +28,41 @@ from chartjax.tasks import registry
 
 def make_predict_fn(model_def, task, state_shardings, mesh):
     """The jitted prediction step; build it once per run so evaluations reuse the compile."""
+
     def predict(state, batch):
         model = model_def.merge(state["params"], state["model_state"])
         return task.predict(model, batch)
 
-    return jax.jit(predict, in_shardings=(state_shardings, None),
-                   out_shardings=NamedSharding(mesh, PartitionSpec()))
+    return jax.jit(
+        predict,
+        in_shardings=(state_shardings, None),
+        out_shardings=NamedSharding(mesh, PartitionSpec()),
+    )
 
 
-def evaluate_split(task: registry.Task, model_def: state_lib.ModelDef, state, mesh, rules, *,
-                   split: str, step: int, global_batch_size: int, out_dir: str,
-                   checkpoint: str | None = None, predict=None) -> dict:
+def evaluate_split(
+    task: registry.Task,
+    model_def: state_lib.ModelDef,
+    state,
+    mesh,
+    rules,
+    *,
+    split: str,
+    step: int,
+    global_batch_size: int,
+    out_dir: str,
+    checkpoint: str | None = None,
+    predict=None,
+) -> dict:
     pid, nproc = jax.process_index(), jax.process_count()
     if predict is None:
-        predict = make_predict_fn(model_def, task, jax.tree.map(lambda x: x.sharding, state),
-                                  mesh)
+        predict = make_predict_fn(model_def, task, jax.tree.map(lambda x: x.sharding, state), mesh)
     local = global_batch_size // nproc
     rows: dict[str, list] = {}
     for batch in task.eval_batches(split, global_batch_size, pid, nproc):
         inputs = pipeline.to_global(batch, mesh, rules, task.model_inputs)
         preds = np.asarray(jax.device_get(predict(state, inputs)))
-        mine = preds[pid * local:(pid + 1) * local]  # replicated output: take our rows
+        mine = preds[pid * local : (pid + 1) * local]  # replicated output: take our rows
         keep = np.asarray(batch["_mask"], bool)
         rows.setdefault("_prediction", []).append(mine[keep])
         for k, v in batch.items():
@@ -67,18 +81,30 @@ def evaluate_split(task: registry.Task, model_def: state_lib.ModelDef, state, me
     split_dir = os.path.join(out_dir, split, f"step_{step}")
     os.makedirs(split_dir, exist_ok=True)
     obj = report.build_metrics(
-        task=task.name, split=split, step=step, num_examples=len(predictions),
-        metrics=metrics, breakdowns=breakdowns, unavailable=extra.get("unavailable"),
-        provenance=report.provenance(config_text=gin.config_str(), checkpoint=checkpoint,
-                                       libraries=extra.get("libraries")))
+        task=task.name,
+        split=split,
+        step=step,
+        num_examples=len(predictions),
+        metrics=metrics,
+        breakdowns=breakdowns,
+        unavailable=extra.get("unavailable"),
+        provenance=report.provenance(
+            config_text=gin.config_str(), checkpoint=checkpoint, libraries=extra.get("libraries")
+        ),
+    )
     report.write_metrics(os.path.join(split_dir, "metrics.json"), obj)
     report.write_jsonl(os.path.join(split_dir, "predictions.jsonl"), pred_rows)
-    plot_groups = {k: v for k, v in breakdowns.items()
-                   if k not in ("confusion_matrix", "confusion")
-                   and any("accuracy" in g for g in v.values())}
+    plot_groups = {
+        k: v
+        for k, v in breakdowns.items()
+        if k not in ("confusion_matrix", "confusion") and any("accuracy" in g for g in v.values())
+    }
     if plot_groups:
-        report.plot_breakdown(plot_groups, os.path.join(split_dir, "accuracy_by_group.png"),
-                              title=f"{task.name} {split} @ step {step}")
+        report.plot_breakdown(
+            plot_groups,
+            os.path.join(split_dir, "accuracy_by_group.png"),
+            title=f"{task.name} {split} @ step {step}",
+        )
     return {"metrics": metrics, "breakdowns": breakdowns, "dir": split_dir}
 
 
@@ -91,17 +117,28 @@ def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict
     multihost_utils.sync_global_devices(f"eval parts {split} {step}")
     if jax.process_index() != 0:
         return {}
-    loaded = [dict(np.load(p, allow_pickle=False))
-              for p in sorted(glob.glob(os.path.join(parts, "*.npz")))]
+    loaded = [
+        dict(np.load(p, allow_pickle=False))
+        for p in sorted(glob.glob(os.path.join(parts, "*.npz")))
+    ]
     return {k: np.concatenate([part[k] for part in loaded]) for k in loaded[0]}
 
 
 @gin.configurable(denylist=["workdir", "checkpoint", "splits"])
-def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
-             task: str = gin.REQUIRED, model_fn=gin.REQUIRED, seed: int = 0,
-             mesh_shape=(-1, 1), rules: str = "data_parallel",
-             eval_batch_size: int = 64, init_format: str = "random",
-             init_path: str | None = None) -> dict:
+def evaluate(
+    workdir: str,
+    checkpoint: str | None = None,
+    splits=None,
+    *,
+    task: str = gin.REQUIRED,
+    model_fn=gin.REQUIRED,
+    seed: int = 0,
+    mesh_shape=(-1, 1),
+    rules: str = "data_parallel",
+    eval_batch_size: int = 64,
+    init_format: str = "random",
+    init_path: str | None = None,
+) -> dict:
     """Restores a checkpoint (latest in workdir by default) and evaluates the task's splits.
 
     Zero- and few-shot rows have no training run: with `init_format` t5x/hf/chartjax (the
@@ -119,8 +156,10 @@ def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
     spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
     ckpt = None
     if checkpoint:
-        ckpt_dir, step = os.path.dirname(os.path.normpath(checkpoint)), int(
-            os.path.basename(os.path.normpath(checkpoint)))
+        ckpt_dir, step = (
+            os.path.dirname(os.path.normpath(checkpoint)),
+            int(os.path.basename(os.path.normpath(checkpoint))),
+        )
         ckpt = ckpt_lib.Checkpointer(os.path.dirname(ckpt_dir))
     else:
         ckpt = ckpt_lib.Checkpointer(workdir)
@@ -129,14 +168,17 @@ def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
             ckpt.close()
             ckpt = None
     if ckpt is None and init_format == "random":
-        raise FileNotFoundError(f"no checkpoint in {os.path.join(workdir, 'checkpoints')} "
-                                f"and no pretrained init (init/*.gin) to evaluate")
+        raise FileNotFoundError(
+            f"no checkpoint in {os.path.join(workdir, 'checkpoints')} "
+            f"and no pretrained init (init/*.gin) to evaluate"
+        )
     if ckpt is not None:
         state, _ = ckpt.restore(spec.abstract, spec.shardings, step=step)
         source = os.path.join(ckpt.dir, str(step))
     else:
-        state = init_checkpoint.pretrained_state(init_format, init_path, model_fn, spec,
-                                                 init_fn, tx)
+        state = init_checkpoint.pretrained_state(
+            init_format, init_path, model_fn, spec, init_fn, tx
+        )
         step, source = 0, f"{init_format}:{init_path}"
     os.makedirs(workdir, exist_ok=True)
     results = {}
@@ -144,9 +186,18 @@ def evaluate(workdir: str, checkpoint: str | None = None, splits=None, *,
     with mesh_lib.activate(mesh, axis_rules):
         for split in splits or the_task.eval_splits:
             results[split] = evaluate_split(
-                the_task, spec.model_def, state, mesh, axis_rules, split=split, step=step,
-                global_batch_size=eval_batch_size, out_dir=os.path.join(workdir, "eval"),
-                checkpoint=source, predict=predict)
+                the_task,
+                spec.model_def,
+                state,
+                mesh,
+                axis_rules,
+                split=split,
+                step=step,
+                global_batch_size=eval_batch_size,
+                out_dir=os.path.join(workdir, "eval"),
+                checkpoint=source,
+                predict=predict,
+            )
     if ckpt is not None:
         ckpt.close()
     return results

@@ -52,38 +52,60 @@ class BadImage(InputError):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="chartjax-infer", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="chartjax-infer",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--task", required=True, choices=TASKS)
     p.add_argument("--checkpoint", required=True, help="T5X, HF or chartjax checkpoint directory")
     p.add_argument("--format", default="auto", choices=["auto", "t5x", "hf", "chartjax"])
     p.add_argument("--vocab", required=True, help="SentencePiece model (sentencepiece.model)")
     p.add_argument("--images", nargs="+", help="image files and/or folders")
-    p.add_argument("--inputs", help="JSONL: {\"id\", \"image\"?, <named fields>} per line")
+    p.add_argument("--inputs", help='JSONL: {"id", "image"?, <named fields>} per line')
     p.add_argument("--tfds", help="NAME[/CONFIG]:SPLIT of a built TFDS dataset")
     p.add_argument("--data_dir", default="~/tensorflow_datasets")
     p.add_argument("--header", help="literal header/prompt for every example")
-    p.add_argument("--template", help="prompt: a format string over the input fields, or one "
-                   f"of {sorted(infer_inputs.TEMPLATES)}")
+    p.add_argument(
+        "--template",
+        help="prompt: a format string over the input fields, or one "
+        f"of {sorted(infer_inputs.TEMPLATES)}",
+    )
     p.add_argument("--target_field", help="field/feature holding the reference (optional)")
     p.add_argument("--out", required=True)
     p.add_argument("--batch_size", type=int, default=8)
     p.add_argument("--max_decode_len", type=int, default=128)
     p.add_argument("--beam_size", type=int, default=1)
     p.add_argument("--alpha", type=float, default=0.6, help="beam search length penalty")
-    p.add_argument("--header_font_size", type=int, default=DEFAULT_FONT_SIZE,
-                   help="36 as current pix2struct and HF; the released fine-tunes were most "
-                   "likely trained with 12 (models.md §1.5)")
-    p.add_argument("--font_path", help="TrueType font for headers (the originals used Arial; "
-                   "default DejaVu Sans)")
+    p.add_argument(
+        "--header_font_size",
+        type=int,
+        default=DEFAULT_FONT_SIZE,
+        help="36 as current pix2struct and HF; the released fine-tunes were most "
+        "likely trained with 12 (models.md §1.5)",
+    )
+    p.add_argument(
+        "--font_path",
+        help="TrueType font for headers (the originals used Arial; default DejaVu Sans)",
+    )
     p.add_argument("--max_patches", type=int, default=2048)
     p.add_argument("--max_input_len", type=int, default=512, help="text task input tokens")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                   help="activation dtype; auto = bfloat16 on GPU/TPU, float32 on CPU")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="activation dtype; auto = bfloat16 on GPU/TPU, float32 on CPU",
+    )
     p.add_argument("--skip_bad", action="store_true", help="skip (and count) unreadable images")
     a = p.parse_args(argv)
-    for name in ("batch_size", "max_decode_len", "beam_size", "max_patches", "max_input_len",
-                 "header_font_size"):
+    for name in (
+        "batch_size",
+        "max_decode_len",
+        "beam_size",
+        "max_patches",
+        "max_input_len",
+        "header_font_size",
+    ):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be >= 1")
     return a
@@ -97,13 +119,17 @@ def check_family(cfg, task: str, where: str) -> None:
 
     image_model = isinstance(cfg, Pix2StructConfig)
     if task in IMAGE_TASKS and not image_model:
-        raise InputError(f"{where} holds a T5 (text-to-text) model; --task {task} needs a "
-                         "Pix2Struct-family image model (Pix2Struct, MatCha, DePlot). A T5 runs "
-                         "with --task text")
+        raise InputError(
+            f"{where} holds a T5 (text-to-text) model; --task {task} needs a "
+            "Pix2Struct-family image model (Pix2Struct, MatCha, DePlot). A T5 runs "
+            "with --task text"
+        )
     if task == "text" and image_model:
-        raise InputError(f"{where} holds a Pix2Struct-family image model; --task text needs a "
-                         "T5 / Flan-T5 checkpoint (image tasks: "
-                         f"{', '.join(IMAGE_TASKS)})")
+        raise InputError(
+            f"{where} holds a Pix2Struct-family image model; --task text needs a "
+            "T5 / Flan-T5 checkpoint (image tasks: "
+            f"{', '.join(IMAGE_TASKS)})"
+        )
 
 
 def make_decoder(model, args):
@@ -113,8 +139,13 @@ def make_decoder(model, args):
     def decode(feats: np.ndarray):
         batch = {"encoder_input_tokens": feats}
         if args.beam_size > 1:
-            tokens, _ = decoding.beam_search(model, batch, max_decode_len=args.max_decode_len,
-                                             num_beams=args.beam_size, alpha=args.alpha)
+            tokens, _ = decoding.beam_search(
+                model,
+                batch,
+                max_decode_len=args.max_decode_len,
+                num_beams=args.beam_size,
+                alpha=args.alpha,
+            )
             return tokens[:, 0]
         return decoding.greedy_decode(model, batch, max_decode_len=args.max_decode_len)[0]
 
@@ -144,9 +175,12 @@ def featurize(ex: Example, features, vocab) -> tuple[np.ndarray, bool]:
 
     rendered = seq2seq.image_with_header(image, ex.prompt, features)
     try:
-        out = patches.preprocess_image(rendered, features.max_patches,
-                                       (features.patch_size, features.patch_size),
-                                       max_position_id=features.max_position_id)
+        out = patches.preprocess_image(
+            rendered,
+            features.max_patches,
+            (features.patch_size, features.patch_size),
+            max_position_id=features.max_position_id,
+        )
     except tf.errors.InvalidArgumentError as e:  # extreme aspect ratio: row/col ids too large
         raise BadImage(f"{ex.source}: {e.message}") from None
     return out.numpy(), False
@@ -204,13 +238,16 @@ def make_row(ex: Example, text: str, task: str, out_dir: str, used: set[str]) ->
     from chartjax.data import tables
     from chartjax.tasks import seq2seq
 
-    row = {"id": ex.id, "prediction": text, "input": ex.prompt[:seq2seq.INPUT_CHARS]}
+    row = {"id": ex.id, "prediction": text, "input": ex.prompt[: seq2seq.INPUT_CHARS]}
     if ex.target is not None:
         row["target"] = ex.target
     if task == "deplot":
         table = tables.parse(text)
-        row["table"] = {"title": table.title, "header": list(table.header),
-                        "rows": [list(r) for r in table.rows]}
+        row["table"] = {
+            "title": table.title,
+            "header": list(table.header),
+            "rows": [list(r) for r in table.rows],
+        }
         row["table_file"] = table_file(ex.id, used)
         write_table(out_dir, row["table_file"], table)
     return row
@@ -237,15 +274,21 @@ def run(args) -> dict:
     cfg = formats.read_config(loc, dtype=dtype)
     check_family(cfg, args.task, loc.path)
     if vocab.vocab_size > cfg.vocab_size:
-        raise InputError(f"{args.vocab} has {vocab.vocab_size} pieces but the model's vocabulary "
-                         f"has {cfg.vocab_size}: not this checkpoint's vocabulary")
+        raise InputError(
+            f"{args.vocab} has {vocab.vocab_size} pieces but the model's vocabulary "
+            f"has {cfg.vocab_size}: not this checkpoint's vocabulary"
+        )
     image = args.task in IMAGE_TASKS
     features = seq2seq.Features(
-        modality="image" if image else "text", vocab_file=args.vocab,
-        max_patches=args.max_patches, patch_size=getattr(cfg, "patch_size", 16),
+        modality="image" if image else "text",
+        vocab_file=args.vocab,
+        max_patches=args.max_patches,
+        patch_size=getattr(cfg, "patch_size", 16),
         max_position_id=getattr(cfg, "max_position_embeddings", 4096),
-        header_font_size=args.header_font_size, font_path=args.font_path,
-        max_input_len=args.max_input_len)
+        header_font_size=args.header_font_size,
+        font_path=args.font_path,
+        max_input_len=args.max_input_len,
+    )
     examples, total = infer_inputs.open_inputs(args, args.task)
     model = formats.load(loc, cfg)
     decode = make_decoder(model, args)
@@ -255,8 +298,14 @@ def run(args) -> dict:
 
     os.makedirs(args.out, exist_ok=True)
     rows, used, skipped, truncated = [], set(), 0, 0
-    bar = tqdm(total=total, desc=f"infer {args.task}", unit="ex", file=sys.stderr,
-               dynamic_ncols=True, mininterval=1.0)
+    bar = tqdm(
+        total=total,
+        desc=f"infer {args.task}",
+        unit="ex",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        mininterval=1.0,
+    )
 
     def on_skip(msg: str):
         nonlocal skipped
@@ -266,7 +315,7 @@ def run(args) -> dict:
 
     def finish(pending):
         exs, tokens = pending
-        texts = vocab.decode_batch(np.asarray(tokens)[:len(exs)])
+        texts = vocab.decode_batch(np.asarray(tokens)[: len(exs)])
         rows.extend(make_row(ex, t, args.task, args.out, used) for ex, t in zip(exs, texts))
         bar.update(len(exs))
 
@@ -287,11 +336,18 @@ def run(args) -> dict:
     pred_file = os.path.join(args.out, "predictions.jsonl")
     report.write_jsonl(pred_file, rows)
     t_end = time.time()
-    return {"task": args.task, "checkpoint": loc.path, "format": loc.fmt,
-            "examples": len(rows), "skipped": skipped, "truncated_inputs": truncated,
-            "predictions": pred_file, "load_seconds": round(t_loaded - t0, 2),
-            "seconds": round(t_end - t0, 2),
-            "examples_per_s": round(len(rows) / max(t_end - t_loaded, 1e-9), 3)}
+    return {
+        "task": args.task,
+        "checkpoint": loc.path,
+        "format": loc.fmt,
+        "examples": len(rows),
+        "skipped": skipped,
+        "truncated_inputs": truncated,
+        "predictions": pred_file,
+        "load_seconds": round(t_loaded - t0, 2),
+        "seconds": round(t_end - t0, 2),
+        "examples_per_s": round(len(rows) / max(t_end - t_loaded, 1e-9), 3),
+    }
 
 
 def main(argv=None) -> None:

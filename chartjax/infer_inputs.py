@@ -41,11 +41,23 @@ TEMPLATES = {
     "chartcheck_flan_multi": cc.FLAN_MULTI,  # -> "true. <explanation>"
     "chartcheck_flan_explain": cc.FLAN_EXPLAIN,  # claim, label, caption, table -> explanation
 }
-DEFAULT_TEMPLATE = {"deplot": "deplot", "chartqa": "chartqa", "chartcheck": "chartcheck",
-                    "caption": "", "summary": "", "text": None}
+DEFAULT_TEMPLATE = {
+    "deplot": "deplot",
+    "chartqa": "chartqa",
+    "chartcheck": "chartcheck",
+    "caption": "",
+    "summary": "",
+    "text": None,
+}
 # Reference field per task in TFDS splits (used when present; --target_field overrides).
-DEFAULT_TARGET = {"deplot": "table.linearized", "chartqa": "answer", "chartcheck": "label",
-                  "caption": "caption", "summary": "summary", "text": None}
+DEFAULT_TARGET = {
+    "deplot": "table.linearized",
+    "chartqa": "answer",
+    "chartcheck": "label",
+    "caption": "caption",
+    "summary": "summary",
+    "text": None,
+}
 ALIASES = {"question": ("query",)}  # ChartQA's own files call the question `query`
 
 
@@ -70,8 +82,10 @@ def resolve_template(task: str, template: str | None) -> str | None:
     """The format string of `task`: `--template` (a name or a format string) or the default."""
     t = template if template is not None else DEFAULT_TEMPLATE[task]
     if t is None:
-        raise InputError("--task text needs --template (a format string over the input fields, "
-                         f"or one of: {', '.join(sorted(TEMPLATES))})")
+        raise InputError(
+            "--task text needs --template (a format string over the input fields, "
+            f"or one of: {', '.join(sorted(TEMPLATES))})"
+        )
     t = TEMPLATES.get(t, t)
     try:
         template_fields(t)
@@ -106,8 +120,10 @@ def render_prompt(template: str, fields: dict, where: str) -> str:
         keys = (name, *ALIASES.get(name, ()))
         key = next((k for k in keys if k in fields), None)
         if key is None:
-            raise InputError(f"{where}: no field {name!r} for the prompt template {template!r} "
-                             f"(fields: {sorted(fields)})")
+            raise InputError(
+                f"{where}: no field {name!r} for the prompt template {template!r} "
+                f"(fields: {sorted(fields)})"
+            )
         values[name] = field_text(fields[key])
     return template.format(**values)
 
@@ -150,12 +166,15 @@ def image_files(paths: list[str]) -> list[tuple[str, str]]:
     return sorted(found.items())
 
 
-def from_images(paths: list[str], task: str, template: str, header: str | None
-                ) -> tuple[Iterator[Example], int]:
+def from_images(
+    paths: list[str], task: str, template: str, header: str | None
+) -> tuple[Iterator[Example], int]:
     files = image_files(paths)
     if header is None and template_fields(template):
-        raise InputError(f"--task {task} with --images needs --header (the prompt's fields "
-                         f"{template_fields(template)} come from --inputs JSONL or --tfds)")
+        raise InputError(
+            f"--task {task} with --images needs --header (the prompt's fields "
+            f"{template_fields(template)} come from --inputs JSONL or --tfds)"
+        )
     prompt = header if header is not None else template
 
     def gen():
@@ -165,8 +184,9 @@ def from_images(paths: list[str], task: str, template: str, header: str | None
     return gen(), len(files)
 
 
-def from_jsonl(path: str, task: str, template: str, header: str | None,
-               target_field: str | None) -> tuple[Iterator[Example], int]:
+def from_jsonl(
+    path: str, task: str, template: str, header: str | None, target_field: str | None
+) -> tuple[Iterator[Example], int]:
     """Rows `{"id", "image"?, <fields>}`; a relative `image` path is relative to the file."""
     if not os.path.isfile(path):
         raise InputError(f"--inputs file not found: {path}")
@@ -197,8 +217,9 @@ def from_jsonl(path: str, task: str, template: str, header: str | None,
             target = field_text(row[target_field])
         elif "target" in row:
             target = field_text(row["target"])
-        examples.append(Example(id=id_, prompt=prompt, source=image or where,
-                                image_path=image, target=target))
+        examples.append(
+            Example(id=id_, prompt=prompt, source=image or where, image_path=image, target=target)
+        )
     return iter(examples), len(examples)
 
 
@@ -206,7 +227,7 @@ def from_jsonl(path: str, task: str, template: str, header: str | None,
 
 
 def parse_tfds_spec(spec: str) -> tuple[str, str]:
-    """"name[/config]:split" -> (name, split); the split may be a slice ("test[:10]")."""
+    """ "name[/config]:split" -> (name, split); the split may be a slice ("test[:10]")."""
     name, sep, split = spec.partition(":")
     if not sep or not name or not split:
         raise InputError(f"--tfds {spec!r}: expected NAME[/CONFIG]:SPLIT, e.g. chartcheck:test_two")
@@ -224,8 +245,9 @@ def _feature_keys(features) -> dict:
     return out
 
 
-def from_tfds(spec: str, data_dir: str, task: str, template: str, header: str | None,
-              target_field: str | None) -> tuple[Iterator[Example], int | None]:
+def from_tfds(
+    spec: str, data_dir: str, task: str, template: str, header: str | None, target_field: str | None
+) -> tuple[Iterator[Example], int | None]:
     import tensorflow_datasets as tfds
 
     from chartjax.data import pipeline
@@ -239,11 +261,11 @@ def from_tfds(spec: str, data_dir: str, task: str, template: str, header: str | 
     if image_key and image_key not in keys:
         raise InputError(f"{builder_dir}: no 'image' feature for image task {task!r}")
     need = [] if header is not None else template_fields(template)
-    missing = [k for k in need if k not in keys and not any(a in keys
-                                                            for a in ALIASES.get(k, ()))]
+    missing = [k for k in need if k not in keys and not any(a in keys for a in ALIASES.get(k, ()))]
     if missing:
-        raise InputError(f"{name}: the prompt needs features {missing}; the dataset has "
-                         f"{sorted(keys)}")
+        raise InputError(
+            f"{name}: the prompt needs features {missing}; the dataset has {sorted(keys)}"
+        )
     need = [k if k in keys else next(a for a in ALIASES[k] if a in keys) for k in need]
     tgt_key = target_field or DEFAULT_TARGET[task]
     if target_field and target_field not in keys:
@@ -257,16 +279,18 @@ def from_tfds(spec: str, data_dir: str, task: str, template: str, header: str | 
         n = next(counter)
         id_ = str(ex["id"]) if "id" in ex else f"{split}:{n}"
         fields = {k: ex[k] for k in need}
-        prompt = header if header is not None else render_prompt(template, fields,
-                                                                 f"{name}:{split} {id_}")
+        prompt = (
+            header
+            if header is not None
+            else render_prompt(template, fields, f"{name}:{split} {id_}")
+        )
         target, has_target = "", tgt_key is not None
         if has_target:
             value = ex[tgt_key]
             target = label_names[value] if label_names else field_text(value)
             if task == "chartcheck" and label_names:  # the MatCha classification target
                 target = {"supports": "Yes", "refutes": "No"}.get(target, target)
-        return [{"id": id_, "prompt": prompt, "target": target,
-                 "meta": {"has_target": has_target}}]
+        return [{"id": id_, "prompt": prompt, "target": target, "meta": {"has_target": has_target}}]
 
     total = None
     try:
@@ -276,9 +300,13 @@ def from_tfds(spec: str, data_dir: str, task: str, template: str, header: str | 
 
     def gen():
         for rec in seq2seq.iter_records(builder_dir, split, expand, field_keys, image_key):
-            yield Example(id=rec["id"], prompt=rec["prompt"], source=f"{spec} {rec['id']}",
-                          image_bytes=rec.get("image_bytes"),
-                          target=rec["target"] if rec["meta"]["has_target"] else None)
+            yield Example(
+                id=rec["id"],
+                prompt=rec["prompt"],
+                source=f"{spec} {rec['id']}",
+                image_bytes=rec.get("image_bytes"),
+                target=rec["target"] if rec["meta"]["has_target"] else None,
+            )
 
     return gen(), total
 

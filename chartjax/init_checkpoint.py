@@ -45,29 +45,44 @@ def load_params(fmt: str, path: str, model_fn) -> dict:
 
 
 def check_shapes(params: dict, abstract: dict, where: str) -> None:
-    got = {jax.tree_util.keystr(k): v.shape for k, v in
-           jax.tree_util.tree_flatten_with_path(params)[0]}
-    want = {jax.tree_util.keystr(k): v.shape for k, v in
-            jax.tree_util.tree_flatten_with_path(abstract)[0]}
+    got = {
+        jax.tree_util.keystr(k): v.shape for k, v in jax.tree_util.tree_flatten_with_path(params)[0]
+    }
+    want = {
+        jax.tree_util.keystr(k): v.shape
+        for k, v in jax.tree_util.tree_flatten_with_path(abstract)[0]
+    }
     problems = [f"missing {k} {want[k]}" for k in sorted(set(want) - set(got))]
     problems += [f"unexpected {k} {got[k]}" for k in sorted(set(got) - set(want))]
-    problems += [f"shape {k}: checkpoint {got[k]} vs model {want[k]}"
-                 for k in sorted(set(got) & set(want)) if tuple(got[k]) != tuple(want[k])]
+    problems += [
+        f"shape {k}: checkpoint {got[k]} vs model {want[k]}"
+        for k in sorted(set(got) & set(want))
+        if tuple(got[k]) != tuple(want[k])
+    ]
     if problems:
-        raise ValueError(f"{where} does not fit the model ({len(problems)} problems):\n  "
-                         + "\n  ".join(problems))
+        raise ValueError(
+            f"{where} does not fit the model ({len(problems)} problems):\n  "
+            + "\n  ".join(problems)
+        )
 
 
 def apply(state: dict, params: dict, tx, shardings: dict) -> dict:
     """A fresh train state around `params`: placed with the state's shardings, new optimizer."""
-    params = jax.tree.map(lambda x, a: jax.numpy.asarray(x, a.dtype), params,
-                          jax.tree.map(lambda s: s, state["params"]))
+    params = jax.tree.map(
+        lambda x, a: jax.numpy.asarray(x, a.dtype),
+        params,
+        jax.tree.map(lambda s: s, state["params"]),
+    )
 
     def fresh(p, st):
         return dict(st, params=p, opt_state=tx.init(p))
 
-    return jax.jit(fresh, in_shardings=(shardings["params"], shardings),
-                   out_shardings=shardings, donate_argnums=1)(params, state)
+    return jax.jit(
+        fresh,
+        in_shardings=(shardings["params"], shardings),
+        out_shardings=shardings,
+        donate_argnums=1,
+    )(params, state)
 
 
 def pretrained_state(fmt: str, path: str, model_fn, spec, init_fn, tx) -> dict:

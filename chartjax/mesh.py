@@ -21,8 +21,19 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "model")
 
-_PARAM_AXES = ("embed", "mlp", "heads", "kv", "joined_kv", "vocab", "relpos_buckets",
-               "abspos_buckets", "patch", "conv_in", "conv_out")
+_PARAM_AXES = (
+    "embed",
+    "mlp",
+    "heads",
+    "kv",
+    "joined_kv",
+    "vocab",
+    "relpos_buckets",
+    "abspos_buckets",
+    "patch",
+    "conv_in",
+    "conv_out",
+)
 
 # Each preset names every logical axis explicitly so that a typo in a model shows up as
 # "unknown logical axis" instead of silently replicating a large tensor.
@@ -34,19 +45,32 @@ RULES_PRESETS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "fsdp": (("batch", "data"), ("embed", "data"), ("conv_out", "data"))
     + tuple((a, None) for a in _PARAM_AXES + ("length",) if a not in ("embed", "conv_out")),
     # Megatron style: mlp/heads/vocab split over `model`, batch over `data`.
-    "tensor_parallel": (("batch", "data"), ("mlp", "model"), ("heads", "model"),
-                        ("joined_kv", "model"), ("vocab", "model"), ("conv_out", "model"))
-    + tuple((a, None) for a in _PARAM_AXES + ("length",)
-            if a not in ("mlp", "heads", "joined_kv", "vocab", "conv_out")),
+    "tensor_parallel": (
+        ("batch", "data"),
+        ("mlp", "model"),
+        ("heads", "model"),
+        ("joined_kv", "model"),
+        ("vocab", "model"),
+        ("conv_out", "model"),
+    )
+    + tuple(
+        (a, None)
+        for a in _PARAM_AXES + ("length",)
+        if a not in ("mlp", "heads", "joined_kv", "vocab", "conv_out")
+    ),
 }
 
 _ACTIVE: contextvars.ContextVar[tuple[Mesh, tuple] | None] = contextvars.ContextVar(
-    "chartjax_mesh", default=None)
+    "chartjax_mesh", default=None
+)
 
 
 @gin.configurable
-def make_mesh(shape: Sequence[int] = (-1, 1), axis_names: Sequence[str] = MESH_AXES,
-              devices: Sequence[jax.Device] | None = None) -> Mesh:
+def make_mesh(
+    shape: Sequence[int] = (-1, 1),
+    axis_names: Sequence[str] = MESH_AXES,
+    devices: Sequence[jax.Device] | None = None,
+) -> Mesh:
     """A mesh over all (global) devices; one -1 in `shape` takes what is left."""
     devices = list(devices if devices is not None else jax.devices())
     shape = list(shape)
@@ -58,11 +82,13 @@ def make_mesh(shape: Sequence[int] = (-1, 1), axis_names: Sequence[str] = MESH_A
             raise ValueError(f"mesh shape {shape} does not divide {len(devices)} devices")
         shape[shape.index(-1)] = len(devices) // known
     if int(np.prod(shape)) != len(devices):
-        raise ValueError(f"mesh shape {shape} needs {int(np.prod(shape))} devices, "
-                         f"have {len(devices)}")
+        raise ValueError(
+            f"mesh shape {shape} needs {int(np.prod(shape))} devices, have {len(devices)}"
+        )
     # Auto axes: logical-rule code in the t5x/big_vision style assumes them (engineering §3.4).
-    return jax.make_mesh(tuple(shape), tuple(axis_names), devices=devices,
-                         axis_types=(AxisType.Auto,) * len(shape))
+    return jax.make_mesh(
+        tuple(shape), tuple(axis_names), devices=devices, axis_types=(AxisType.Auto,) * len(shape)
+    )
 
 
 @gin.configurable
@@ -106,20 +132,29 @@ def tree_shardings(abstract_tree, logical_tree, mesh: Mesh, rules):
     A leaf whose logical axes do not fit its shape (wrong rank, e.g. Adafactor's factored
     moments, or a dimension the mesh axis does not divide) is replicated, and logged once.
     """
+
     def one(path, leaf, logical):
         spec = logical_to_spec(logical, rules)
         if not _fits(spec, getattr(leaf, "shape", ()), mesh):
-            logging.debug("replicating %s: %s does not fit %s", jax.tree_util.keystr(path),
-                          spec, getattr(leaf, "shape", ()))
+            logging.debug(
+                "replicating %s: %s does not fit %s",
+                jax.tree_util.keystr(path),
+                spec,
+                getattr(leaf, "shape", ()),
+            )
             spec = PartitionSpec()
         return NamedSharding(mesh, spec)
 
     return jax.tree_util.tree_map_with_path(
-        one, abstract_tree, logical_tree,
+        one,
+        abstract_tree,
+        logical_tree,
         # `type(x) is tuple`: optax's EmptyState() is an empty NamedTuple, a pytree node that
         # must stay a node (a sharding in its place breaks checkpoint restore's tree_map).
-        is_leaf=lambda x: x is None or (type(x) is tuple and all(
-            isinstance(a, str | type(None)) for a in x)))
+        is_leaf=lambda x: (
+            x is None or (type(x) is tuple and all(isinstance(a, str | type(None)) for a in x))
+        ),
+    )
 
 
 def batch_sharding(mesh: Mesh, rules, ndim: int = 1) -> NamedSharding:
@@ -150,9 +185,11 @@ def constrain(x, logical_axes: Sequence[str | None]):
 
 
 @gin.configurable
-def initialize_distributed(coordinator_address: str | None = None,
-                           num_processes: int | None = None,
-                           process_id: int | None = None) -> None:
+def initialize_distributed(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+) -> None:
     """Multi-host start-up through JAX's own runtime (no home-made cluster code).
 
     Arguments fall back to CHARTJAX_COORDINATOR / CHARTJAX_NUM_PROCESSES / CHARTJAX_PROCESS_ID;
@@ -165,7 +202,9 @@ def initialize_distributed(coordinator_address: str | None = None,
     if process_id is None:
         process_id = int(os.environ["CHARTJAX_PROCESS_ID"])
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator_address,
-                               num_processes=num_processes, process_id=process_id)
-    logging.info("process %d/%d joined %s", jax.process_index(), jax.process_count(),
-                 coordinator_address)
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+    )
+    logging.info(
+        "process %d/%d joined %s", jax.process_index(), jax.process_count(), coordinator_address
+    )

@@ -18,8 +18,7 @@ def read_train_metrics(path: str) -> list[dict]:
     return rows
 
 
-def plot_training_curves(runs: dict[str, str], out_png: str,
-                         keys=("loss", "accuracy")) -> str:
+def plot_training_curves(runs: dict[str, str], out_png: str, keys=("loss", "accuracy")) -> str:
     """One panel per metric key, one line per run; `runs` maps a label to a workdir."""
     import matplotlib
 

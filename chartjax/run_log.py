@@ -40,8 +40,9 @@ class RunLog:
         else:
             logger.info(msg)
 
-    def start_progress(self, start: int, total: int, enabled: bool = True,
-                       budget_s: float | None = None) -> None:
+    def start_progress(
+        self, start: int, total: int, enabled: bool = True, budget_s: float | None = None
+    ) -> None:
         """A bar over steps, or over the wall-clock budget when one ends the run first.
 
         With `budget_s` the bar counts seconds of the budget (it starts after compilation, as
@@ -54,13 +55,25 @@ class RunLog:
             self._step = start
             self._t0 = None
             if budget_s is None:
-                self._bar = tqdm(total=total, initial=start, desc="train", unit="step",
-                                 dynamic_ncols=True, file=sys.stderr, mininterval=2.0)
+                self._bar = tqdm(
+                    total=total,
+                    initial=start,
+                    desc="train",
+                    unit="step",
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                    mininterval=2.0,
+                )
             else:
-                self._bar = tqdm(total=round(budget_s), desc=f"train (budget {budget_s:g}s)",
-                                 unit="s", dynamic_ncols=True, file=sys.stderr, mininterval=2.0,
-                                 bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}"
-                                            "{postfix}]")
+                self._bar = tqdm(
+                    total=round(budget_s),
+                    desc=f"train (budget {budget_s:g}s)",
+                    unit="s",
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                    mininterval=2.0,
+                    bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}{postfix}]",
+                )
 
     def start_budget(self) -> None:
         """The time budget starts now (after the first, compiling step)."""

@@ -50,6 +50,7 @@ def split_model_state(model: nnx.Module) -> dict:
 
 def _logical(state: nnx.State):
     """Pure-dict tree of each variable's logical axis names (None when unannotated)."""
+
     def axes(v):
         names = v.get_metadata().get("out_sharding") if isinstance(v, nnx.Variable) else None
         return tuple(names) if names else None
@@ -88,13 +89,15 @@ class StateSpec:
     shardings: dict  # NamedShardings of the state
 
 
-def create(model_fn: ModelFn, tx: optax.GradientTransformation, mesh: Mesh, rules, seed: int
-           ) -> tuple[StateSpec, Callable[[], dict]]:
+def create(
+    model_fn: ModelFn, tx: optax.GradientTransformation, mesh: Mesh, rules, seed: int
+) -> tuple[StateSpec, Callable[[], dict]]:
     """Shapes and shardings of the train state, and a jitted init producing it sharded.
 
     Follows big_vision: eval_shape(init) -> logical axes -> NamedShardings -> jit(init,
     out_shardings=...), so no parameter is ever materialized unsharded on one device.
     """
+
     def build():
         return _split(model_fn(rngs=nnx.Rngs(params=seed, dropout=seed + 1, default=seed + 2)))
 
@@ -104,17 +107,30 @@ def create(model_fn: ModelFn, tx: optax.GradientTransformation, mesh: Mesh, rule
     def init_state():
         _, params, _, rest = build()
         params = nnx.to_pure_dict(params)
-        return {"step": jnp.zeros((), jnp.int32), "params": params,
-                "opt_state": tx.init(params), "model_state": nnx.to_pure_dict(rest),
-                "rng": jax.random.key_data(jax.random.key(seed))}
+        return {
+            "step": jnp.zeros((), jnp.int32),
+            "params": params,
+            "opt_state": tx.init(params),
+            "model_state": nnx.to_pure_dict(rest),
+            "rng": jax.random.key_data(jax.random.key(seed)),
+        }
 
     abstract = jax.eval_shape(init_state)
     opt_axes = optax.tree_map_params(
-        tx, lambda _, ax: ax, abstract["opt_state"], params_axes,
+        tx,
+        lambda _, ax: ax,
+        abstract["opt_state"],
+        params_axes,
         transform_non_params=lambda _: None,
-        is_leaf=lambda x: x is None or isinstance(x, tuple))
-    axes = {"step": None, "params": params_axes, "opt_state": opt_axes,
-            "model_state": rest_axes, "rng": None}
+        is_leaf=lambda x: x is None or isinstance(x, tuple),
+    )
+    axes = {
+        "step": None,
+        "params": params_axes,
+        "opt_state": opt_axes,
+        "model_state": rest_axes,
+        "rng": None,
+    }
     shardings = mesh_lib.tree_shardings(abstract, axes, mesh, rules)
 
     # RNG-stream variables are tiny; build them replicated and keep them out of the state.

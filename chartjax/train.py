@@ -31,8 +31,12 @@ from chartjax.run_log import RunLog
 from chartjax.tasks import registry
 
 
-def make_train_step(model_def: state_lib.ModelDef, task: registry.Task,
-                    tx: optax.GradientTransformation, sched: optax.Schedule) -> Callable:
+def make_train_step(
+    model_def: state_lib.ModelDef,
+    task: registry.Task,
+    tx: optax.GradientTransformation,
+    sched: optax.Schedule,
+) -> Callable:
     def train_step(state, batch):
         rng = jax.random.fold_in(jax.random.wrap_key_data(state["rng"]), state["step"])
 
@@ -42,44 +46,63 @@ def make_train_step(model_def: state_lib.ModelDef, task: registry.Task,
             return loss, (aux, state_lib.split_model_state(model))
 
         (loss, (aux, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state["params"])
+            state["params"]
+        )
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-        new_state = {"step": state["step"] + 1,
-                     "params": optax.apply_updates(state["params"], updates),
-                     "opt_state": opt_state, "model_state": model_state, "rng": state["rng"]}
-        metrics = {"loss": loss, "grad_norm": optax.global_norm(grads),
-                   "learning_rate": sched(state["step"]), **aux}
+        new_state = {
+            "step": state["step"] + 1,
+            "params": optax.apply_updates(state["params"], updates),
+            "opt_state": opt_state,
+            "model_state": model_state,
+            "rng": state["rng"],
+        }
+        metrics = {
+            "loss": loss,
+            "grad_norm": optax.global_norm(grads),
+            "learning_rate": sched(state["step"]),
+            **aux,
+        }
         return new_state, metrics
 
     return train_step
 
 
 def _all_finite(tree) -> jax.Array:
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-                              if jnp.issubdtype(x.dtype, jnp.floating)]))
+    return jnp.all(
+        jnp.stack(
+            [
+                jnp.all(jnp.isfinite(x))
+                for x in jax.tree.leaves(tree)
+                if jnp.issubdtype(x.dtype, jnp.floating)
+            ]
+        )
+    )
 
 
 @gin.configurable(denylist=["workdir"])
-def train(workdir: str, *,
-          task: str = gin.REQUIRED,
-          model_fn: Callable = gin.REQUIRED,
-          global_batch_size: int = 32,
-          num_train_steps: int = 1000,
-          max_train_time_s: float | None = None,  # excludes compilation
-          seed: int = 0,
-          mesh_shape: tuple[int, ...] = (-1, 1),
-          rules: str = "data_parallel",
-          log_every: int = 50,
-          checkpoint_every: int = 500,
-          keep_checkpoints: int = 3,
-          eval_every: int = 0,
-          eval_batch_size: int | None = None,
-          best_metric: str | None = None,
-          flops_per_example: float | str | None = "auto",
-          final_eval: bool = True,
-          init_format: str = "random",
-          init_path: str | None = None,
-          progress: bool = True) -> dict:
+def train(
+    workdir: str,
+    *,
+    task: str = gin.REQUIRED,
+    model_fn: Callable = gin.REQUIRED,
+    global_batch_size: int = 32,
+    num_train_steps: int = 1000,
+    max_train_time_s: float | None = None,  # excludes compilation
+    seed: int = 0,
+    mesh_shape: tuple[int, ...] = (-1, 1),
+    rules: str = "data_parallel",
+    log_every: int = 50,
+    checkpoint_every: int = 500,
+    keep_checkpoints: int = 3,
+    eval_every: int = 0,
+    eval_batch_size: int | None = None,
+    best_metric: str | None = None,
+    flops_per_example: float | str | None = "auto",
+    final_eval: bool = True,
+    init_format: str = "random",
+    init_path: str | None = None,
+    progress: bool = True,
+) -> dict:
     """Trains `model_fn` on `task`; returns the last logged metrics (and eval results)."""
     # ---------------------------------------------------------------- distributed, mesh --
     mesh_lib.initialize_distributed()
@@ -88,11 +111,15 @@ def train(workdir: str, *,
     axis_rules = mesh_lib.axis_rules(rules)
     pid, nproc = jax.process_index(), jax.process_count()
     if global_batch_size % mesh.shape["data"]:
-        raise ValueError(f"global_batch_size={global_batch_size} must be divisible by the "
-                         f"data axis ({mesh.shape['data']} devices)")
+        raise ValueError(
+            f"global_batch_size={global_batch_size} must be divisible by the "
+            f"data axis ({mesh.shape['data']} devices)"
+        )
     log = RunLog(workdir, enabled=pid == 0)
-    log.info(f"mesh {dict(mesh.shape)} over {jax.device_count()} devices "
-             f"({nproc} processes), rules={rules}")
+    log.info(
+        f"mesh {dict(mesh.shape)} over {jax.device_count()} devices "
+        f"({nproc} processes), rules={rules}"
+    )
 
     # ---------------------------------------------------------------- task -------------
     the_task = registry.get_task(task) if isinstance(task, str) else task
@@ -109,15 +136,18 @@ def train(workdir: str, *,
     if ckpt.latest_step() is not None:
         state, meta = ckpt.restore(spec.abstract, spec.shardings)
         if meta["global_batch_size"] != global_batch_size or meta["data_seed"] != seed:
-            raise ValueError(f"cannot resume {ckpt.dir}: it was written with global_batch_size="
-                             f"{meta['global_batch_size']}, seed={meta['data_seed']}")
+            raise ValueError(
+                f"cannot resume {ckpt.dir}: it was written with global_batch_size="
+                f"{meta['global_batch_size']}, seed={meta['data_seed']}"
+            )
         log.info(f"resumed from step {int(meta['step'])} ({ckpt.dir})")
     else:
         if init_format == "random":
             state = init_fn()
         else:
-            state = init_checkpoint.pretrained_state(init_format, init_path, model_fn, spec,
-                                                     init_fn, tx)
+            state = init_checkpoint.pretrained_state(
+                init_format, init_path, model_fn, spec, init_fn, tx
+            )
             log.info(f"initialized parameters from {init_format} checkpoint {init_path}")
     start_step = int(jax.device_get(state["step"]))
     log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
@@ -125,27 +155,33 @@ def train(workdir: str, *,
 
     # ---------------------------------------------------------------- input ------------
     batches = the_task.train_batches(global_batch_size, seed, start_step, pid, nproc)
-    device_batches = pipeline.prefetch_to_device(batches, mesh, axis_rules,
-                                                 the_task.model_inputs)
+    device_batches = pipeline.prefetch_to_device(batches, mesh, axis_rules, the_task.model_inputs)
 
     # ---------------------------------------------------------------- jitted step ------
     replicated = NamedSharding(mesh, PartitionSpec())
-    step_fn = jax.jit(make_train_step(spec.model_def, the_task, tx, sched),
-                      in_shardings=(spec.shardings, None), out_shardings=(spec.shardings,
-                                                                           replicated),
-                      donate_argnums=0)
+    step_fn = jax.jit(
+        make_train_step(spec.model_def, the_task, tx, sched),
+        in_shardings=(spec.shardings, None),
+        out_shardings=(spec.shardings, replicated),
+        donate_argnums=0,
+    )
     finite_fn = jax.jit(_all_finite, out_shardings=replicated)
     predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
 
     def meta_for(step):
-        return {"step": step, "examples_seen": step * global_batch_size,
-                "global_batch_size": global_batch_size, "data_seed": seed}
+        return {
+            "step": step,
+            "examples_seen": step * global_batch_size,
+            "global_batch_size": global_batch_size,
+            "data_seed": seed,
+        }
 
     def save(step, force=False):
         if not bool(jax.device_get(finite_fn(state["params"]))):
             raise FloatingPointError(
                 f"parameters are NaN/Inf at step {step}; not saving. The last good checkpoint "
-                f"is step {ckpt.latest_step()} in {ckpt.dir}")
+                f"is step {ckpt.latest_step()} in {ckpt.dir}"
+            )
         ckpt.save(step, state, meta_for(step), force=force)
 
     def run_evals(step):
@@ -153,21 +189,30 @@ def train(workdir: str, *,
         with mesh_lib.activate(mesh, axis_rules):
             for split in the_task.eval_splits:
                 out = eval_lib.evaluate_split(
-                    the_task, spec.model_def, state, mesh, axis_rules, split=split, step=step,
+                    the_task,
+                    spec.model_def,
+                    state,
+                    mesh,
+                    axis_rules,
+                    split=split,
+                    step=step,
                     global_batch_size=eval_batch_size or global_batch_size,
                     out_dir=os.path.join(workdir, "eval"),
-                    checkpoint=os.path.join(ckpt.dir, str(step)), predict=predict_fn)
+                    checkpoint=os.path.join(ckpt.dir, str(step)),
+                    predict=predict_fn,
+                )
                 results[split] = out["metrics"]
-                log.info(f"eval {split} @ {step}: " + ", ".join(
-                    f"{k}={v:.4f}" for k, v in out["metrics"].items()))
+                log.info(
+                    f"eval {split} @ {step}: "
+                    + ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
+                )
         if best_metric and the_task.eval_splits:
             first = results[the_task.eval_splits[0]]
             ckpt.save_best(step, state, meta_for(step), first)
         return results
 
     # ---------------------------------------------------------------- loop -------------
-    log.start_progress(start_step, num_train_steps, enabled=progress,
-                       budget_s=max_train_time_s)
+    log.start_progress(start_step, num_train_steps, enabled=progress, budget_s=max_train_time_s)
     t0 = time.time()
     tick_time, tick_step, last, evals, stop_reason = None, start_step, {}, {}, "done"
     budget_start = None  # the wall-clock budget starts after the first (compiling) step
@@ -189,14 +234,16 @@ def train(workdir: str, *,
                 if not math.isfinite(m["loss"]):
                     raise FloatingPointError(
                         f"loss is {m['loss']} at step {step}; stopping. The last good "
-                        f"checkpoint is step {ckpt.latest_step()} in {ckpt.dir}")
+                        f"checkpoint is step {ckpt.latest_step()} in {ckpt.dir}"
+                    )
                 now = time.time()
                 if step > tick_step:
                     eps = (step - tick_step) * global_batch_size / (now - tick_time)
                     m["examples_per_s"] = eps
                     if flops_per_example:
-                        tflops, mfu = flops.mfu(eps, flops_per_example, jax.device_count(),
-                                                jax.devices()[0].device_kind)
+                        tflops, mfu = flops.mfu(
+                            eps, flops_per_example, jax.device_count(), jax.devices()[0].device_kind
+                        )
                         m["tflops_per_s_per_device"] = tflops
                         if mfu is not None:  # peak known (not on CPU)
                             m["mfu"] = mfu
@@ -208,8 +255,9 @@ def train(workdir: str, *,
                 save(step)
             if eval_every and step % eval_every == 0:
                 evals = run_evals(step)
-            over_time = (max_train_time_s is not None
-                         and time.time() - budget_start > max_train_time_s)
+            over_time = (
+                max_train_time_s is not None and time.time() - budget_start > max_train_time_s
+            )
             if ckpt.should_stop(step) or over_time:
                 stop_reason = "preempted (SIGTERM)" if not over_time else "time budget"
                 break
@@ -225,8 +273,10 @@ def train(workdir: str, *,
     config_lib.save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
     log.close()
     if pid == 0 and last:
-        plots.plot_training_curves({os.path.basename(os.path.abspath(workdir)): workdir},
-                                   os.path.join(workdir, "training_curves.png"))
+        plots.plot_training_curves(
+            {os.path.basename(os.path.abspath(workdir)): workdir},
+            os.path.join(workdir, "training_curves.png"),
+        )
     return {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
 
 

@@ -24,8 +24,7 @@ def _build_corpus(tmp: str, images: int) -> str:
     from tfds_builders.figureqa import figureqa as builder_mod
 
     raw = os.path.join(tmp, "raw")
-    figureqa.generate(raw, train_images=images, val_images=0, test_images=0, seed=0,
-                      workers=2)
+    figureqa.generate(raw, train_images=images, val_images=0, test_images=0, seed=0, workers=2)
     data_dir = os.path.join(tmp, "tfds")
     builder = builder_mod.Builder(data_dir=data_dir)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
@@ -50,8 +49,9 @@ def main(argv=None):
 
     tmp = tempfile.mkdtemp(prefix="chartjax_bench_input_")
     data_dir = args.data_dir or _build_corpus(tmp, args.images)
-    task = figureqa.make_task(data_dir=data_dir, image_size=args.image_size,
-                              antialias=True, shuffle_buffer=2000)
+    task = figureqa.make_task(
+        data_dir=data_dir, image_size=args.image_size, antialias=True, shuffle_buffer=2000
+    )
     it = task.train_batches(args.batch, 0, 0, 0, 1)
     t = time.time()
     next(it)  # pipeline start-up
@@ -60,16 +60,34 @@ def main(argv=None):
     for _ in range(args.batches):
         next(it)
     dt = time.time() - t
-    out = {"benchmark": "input_pipeline", "task": "figureqa", "image_size": args.image_size,
-           "batch": args.batch, "batches": args.batches, "startup_s": round(startup, 2),
-           "examples_per_s": round(args.batch * args.batches / dt, 1),
-           "cpu_cores": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}
+    out = {
+        "benchmark": "input_pipeline",
+        "task": "figureqa",
+        "image_size": args.image_size,
+        "batch": args.batch,
+        "batches": args.batches,
+        "startup_s": round(startup, 2),
+        "examples_per_s": round(args.batch * args.batches / dt, 1),
+        "cpu_cores": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
     if args.with_step:
         from tools import bench_train_step
 
-        step = bench_train_step.main(["--kind", "rn", "--image-size", str(args.image_size),
-                                      "--conv-layers", str(args.conv_layers),
-                                      "--batch", str(args.batch), "--steps", "10"])
+        step = bench_train_step.main(
+            [
+                "--kind",
+                "rn",
+                "--image-size",
+                str(args.image_size),
+                "--conv-layers",
+                str(args.conv_layers),
+                "--batch",
+                str(args.batch),
+                "--steps",
+                "10",
+            ]
+        )
         out["step_examples_per_s"] = step["examples_per_s"]
         out["input_over_step"] = round(out["examples_per_s"] / step["examples_per_s"], 2)
     print(json.dumps(out))

@@ -102,36 +102,70 @@ MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output folder (corpora, run, JSON, PNG)")
-    p.add_argument("--budget_s", type=float, default=900.0,
-                   help="training wall-clock budget in seconds (after compilation)")
-    p.add_argument("--steps", type=int, default=0,
-                   help="stop after this many steps (0: the time budget alone stops training)")
+    p.add_argument(
+        "--budget_s",
+        type=float,
+        default=900.0,
+        help="training wall-clock budget in seconds (after compilation)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="stop after this many steps (0: the time budget alone stops training)",
+    )
     p.add_argument("--train_charts", type=int, default=1500)
     p.add_argument("--heldout_charts", type=int, default=100)
-    p.add_argument("--types", nargs="+", default=list(DEFAULT_TYPES),
-                   help="chart types of both corpora (chartjax-synth chart_info --types)")
-    p.add_argument("--size", type=synth_size, default=(640, 480),
-                   help="chart image size WIDTHxHEIGHT (chartjax-synth chart_info --size)")
-    p.add_argument("--max_categories", type=int, default=3,
-                   help="table rows per chart (chartjax-synth chart_info --max-categories)")
-    p.add_argument("--max_topics", type=int, default=4,
-                   help="topics drawn from (chartjax-synth chart_info --max-topics)")
+    p.add_argument(
+        "--types",
+        nargs="+",
+        default=list(DEFAULT_TYPES),
+        help="chart types of both corpora (chartjax-synth chart_info --types)",
+    )
+    p.add_argument(
+        "--size",
+        type=synth_size,
+        default=(640, 480),
+        help="chart image size WIDTHxHEIGHT (chartjax-synth chart_info --size)",
+    )
+    p.add_argument(
+        "--max_categories",
+        type=int,
+        default=3,
+        help="table rows per chart (chartjax-synth chart_info --max-categories)",
+    )
+    p.add_argument(
+        "--max_topics",
+        type=int,
+        default=4,
+        help="topics drawn from (chartjax-synth chart_info --max-topics)",
+    )
     p.add_argument("--eval_every", type=int, default=150)
-    p.add_argument("--batch", type=int, default=8,
-                   help="8 beat 16 in the same time: the model is update-bound (see Measured)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=8,
+        help="8 beat 16 in the same time: the model is update-bound (see Measured)",
+    )
     p.add_argument("--lr", type=float, default=1e-2, help="peak learning rate (Adafactor)")
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--max_patches", type=int, default=256)
-    p.add_argument("--max_target_len", type=int, default=96,
-                   help="target tokens (longer held-out tables are scored in full)")
+    p.add_argument(
+        "--max_target_len",
+        type=int,
+        default=96,
+        help="target tokens (longer held-out tables are scored in full)",
+    )
     p.add_argument("--vocab_size", type=int, default=1024)
     p.add_argument("--emb_dim", type=int, default=128)
     p.add_argument("--layers", type=int, default=2, help="encoder and decoder layers each")
     p.add_argument("--workers", type=int, default=2, help="chart rendering processes")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rerun", action="store_true",
-                   help="replace an earlier training run in --out (its corpora and features "
-                   "are reused)")
+    p.add_argument(
+        "--rerun",
+        action="store_true",
+        help="replace an earlier training run in --out (its corpora and features are reused)",
+    )
     return p.parse_args(argv)
 
 
@@ -144,9 +178,17 @@ def synth_size(text: str) -> tuple[int, int]:
     return synth.parse_size(text)
 
 
-def make_corpus(raw: str, data_dir: str, num: int, seed: int, types, workers: int,
-                size: tuple[int, int], max_categories: int | None,
-                max_topics: int | None) -> str:
+def make_corpus(
+    raw: str,
+    data_dir: str,
+    num: int,
+    seed: int,
+    types,
+    workers: int,
+    size: tuple[int, int],
+    max_categories: int | None,
+    max_topics: int | None,
+) -> str:
     """Generates `num` charts into `raw` and builds them; reuses an earlier identical build."""
     import tensorflow_datasets as tfds
 
@@ -155,8 +197,14 @@ def make_corpus(raw: str, data_dir: str, num: int, seed: int, types, workers: in
     from tfds_builders.chart_info import chart_info as builder_mod
 
     stamp = os.path.join(data_dir, "corpus.json")
-    want = {"num": num, "seed": seed, "types": list(types), "size": list(size),
-            "max_categories": max_categories, "max_topics": max_topics}
+    want = {
+        "num": num,
+        "seed": seed,
+        "types": list(types),
+        "size": list(size),
+        "max_categories": max_categories,
+        "max_topics": max_topics,
+    }
     if os.path.exists(stamp):
         with open(stamp) as f:
             if json.load(f) == want:
@@ -164,8 +212,16 @@ def make_corpus(raw: str, data_dir: str, num: int, seed: int, types, workers: in
     for d in (raw, data_dir):
         if os.path.exists(d) and os.listdir(d):
             raise FileExistsError(f"{d} holds another corpus: remove it or choose another --out")
-    synth.generate(raw, num, seed=seed, workers=workers, types=types, size=tuple(size),
-                   max_categories=max_categories, max_topics=max_topics)
+    synth.generate(
+        raw,
+        num,
+        seed=seed,
+        workers=workers,
+        types=types,
+        size=tuple(size),
+        max_categories=max_categories,
+        max_topics=max_topics,
+    )
     builder = builder_mod.Builder(data_dir=data_dir, config="synthetic_2019")
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
     with open(stamp, "w") as f:
@@ -238,19 +294,20 @@ def cached_task(train_task, eval_task, batch: int, cache_dir: str | None = None)
         step = start_step
         while True:
             pos = np.arange(step * global_batch_size, (step + 1) * global_batch_size)
-            idx = np.array([np.random.default_rng([seed, int(p // n)]).permutation(n)[p % n]
-                            for p in pos])
+            idx = np.array(
+                [np.random.default_rng([seed, int(p // n)]).permutation(n)[p % n] for p in pos]
+            )
             yield {k: v[idx] for k, v in train_feats.items()}
             step += 1
 
     def eval_batches(split, global_batch_size, process_index, process_count):
         if split not in eval_cache:
-            eval_cache[split] = list(eval_task.eval_batches(split, global_batch_size,
-                                                            process_index, process_count))
+            eval_cache[split] = list(
+                eval_task.eval_batches(split, global_batch_size, process_index, process_count)
+            )
         yield from eval_cache[split]
 
-    task = dataclasses.replace(eval_task, train_batches=train_batches,
-                               eval_batches=eval_batches)
+    task = dataclasses.replace(eval_task, train_batches=train_batches, eval_batches=eval_batches)
     return task, n
 
 
@@ -261,21 +318,29 @@ def gin_bindings(args, vocab_file: str, vocab_size: int) -> list[str]:
     heads = max(args.emb_dim // 32, 1)
     return [
         f"Pix2StructConfig.vocab_size = {vocab_size}",
-        f"Pix2StructConfig.emb_dim = {args.emb_dim}", f"Pix2StructConfig.num_heads = {heads}",
+        f"Pix2StructConfig.emb_dim = {args.emb_dim}",
+        f"Pix2StructConfig.num_heads = {heads}",
         f"Pix2StructConfig.head_dim = {args.emb_dim // heads}",
         f"Pix2StructConfig.mlp_dim = {args.emb_dim * 2}",
         f"Pix2StructConfig.num_encoder_layers = {args.layers}",
         f"Pix2StructConfig.num_decoder_layers = {args.layers}",
         "Pix2StructConfig.dtype = 'float32'",
-        f"Features.vocab_file = '{vocab_file}'", f"Features.max_patches = {args.max_patches}",
+        f"Features.vocab_file = '{vocab_file}'",
+        f"Features.max_patches = {args.max_patches}",
         f"Features.max_target_len = {args.max_target_len}",
         f"Decoding.max_decode_len = {args.max_target_len}",
-        "make_optimizer.name = 'adafactor'", "schedule.kind = 'constant'",
-        f"schedule.peak = {args.lr}", f"schedule.warmup_steps = {args.warmup}",
-        f"train.global_batch_size = {args.batch}", f"train.eval_batch_size = {EVAL_BATCH}",
-        "train.progress = False", "train.log_every = 10", "train.checkpoint_every = 100000",
-        "train.keep_checkpoints = 1", f"train.seed = {args.seed}",
-    ]  # fmt: skip
+        "make_optimizer.name = 'adafactor'",
+        "schedule.kind = 'constant'",
+        f"schedule.peak = {args.lr}",
+        f"schedule.warmup_steps = {args.warmup}",
+        f"train.global_batch_size = {args.batch}",
+        f"train.eval_batch_size = {EVAL_BATCH}",
+        "train.progress = False",
+        "train.log_every = 10",
+        "train.checkpoint_every = 100000",
+        "train.keep_checkpoints = 1",
+        f"train.seed = {args.seed}",
+    ]
 
 
 def constant_baselines(raw: str, heldout_targets: list[str], seed: int) -> dict:
@@ -297,18 +362,23 @@ def constant_baselines(raw: str, heldout_targets: list[str], seed: int) -> dict:
     refs = rng.choice(len(train), min(80, len(train)), replace=False)
 
     def fit(text):
-        return np.mean([table_metrics.rms_example([train[r]], text)[2] for r in refs
-                        if train[r] != text])
+        return np.mean(
+            [table_metrics.rms_example([train[r]], text)[2] for r in refs if train[r] != text]
+        )
 
     def scores(text):
         preds = [text] * len(heldout_targets)
-        return {"rms_f1": table_metrics.rms(preds, heldout_targets).metrics["rms_f1"],
-                "rnss": table_metrics.rnss(preds, heldout_targets).metrics["rnss"],
-                "prediction": text}
+        return {
+            "rms_f1": table_metrics.rms(preds, heldout_targets).metrics["rms_f1"],
+            "rnss": table_metrics.rnss(preds, heldout_targets).metrics["rnss"],
+            "prediction": text,
+        }
 
     titles = Counter(t.split("\n", 1)[0] for t in train if t.startswith("TITLE | "))
-    return {"table": scores(max((train[c] for c in cands), key=fit)),
-            "title_only": scores(max((t for t, _ in titles.most_common(40)), key=fit))}
+    return {
+        "table": scores(max((train[c] for c in cands), key=fit)),
+        "title_only": scores(max((t for t, _ in titles.most_common(40)), key=fit)),
+    }
 
 
 def eval_step0(task, workdir: str, seed: int) -> dict:
@@ -324,9 +394,17 @@ def eval_step0(task, workdir: str, seed: int) -> dict:
     tx, _ = optim.make_optimizer()
     spec, init_fn = state_lib.create(build_model, tx, mesh, rules, seed)
     with mesh_lib.activate(mesh, rules):
-        return eval_lib.evaluate_split(task, spec.model_def, init_fn(), mesh, rules,
-                                       split="train", step=0, global_batch_size=EVAL_BATCH,
-                                       out_dir=os.path.join(workdir, "eval"))
+        return eval_lib.evaluate_split(
+            task,
+            spec.model_def,
+            init_fn(),
+            mesh,
+            rules,
+            split="train",
+            step=0,
+            global_batch_size=EVAL_BATCH,
+            out_dir=os.path.join(workdir, "eval"),
+        )
 
 
 def title_match(workdir: str, step: int) -> dict:
@@ -346,8 +424,11 @@ def title_match(workdir: str, step: int) -> dict:
             exact.append(want == got)
             anls.append(table_metrics.anls(want, got))
             distinct.add(got)
-    return {"title_exact": float(np.mean(exact)), "title_anls": float(np.mean(anls)),
-            "distinct_titles": len(distinct)}
+    return {
+        "title_exact": float(np.mean(exact)),
+        "title_anls": float(np.mean(anls)),
+        "distinct_titles": len(distinct),
+    }
 
 
 def read_losses(workdir: str) -> dict[int, dict]:
@@ -368,9 +449,10 @@ def read_curve(workdir: str) -> list[dict]:
     for path in glob.glob(os.path.join(workdir, "eval", "train", "step_*", "metrics.json")):
         with open(path) as f:
             obj = json.load(f)
-        point = {"step": obj["step"],
-                 **{k: obj["metrics"][k] for k in ("rms_precision", "rms_recall", "rms_f1",
-                                                   "rnss")}}  # fmt: skip
+        point = {
+            "step": obj["step"],
+            **{k: obj["metrics"][k] for k in ("rms_precision", "rms_recall", "rms_f1", "rnss")},
+        }
         point.update(title_match(workdir, obj["step"]))
         logged = losses.get(obj["step"])
         if logged:
@@ -379,8 +461,9 @@ def read_curve(workdir: str) -> list[dict]:
     return sorted(curve, key=lambda p: p["step"])
 
 
-def plot(curve: list[dict], losses: list[list[float]], baseline: dict, png: str,
-         title: str) -> None:
+def plot(
+    curve: list[dict], losses: list[list[float]], baseline: dict, png: str, title: str
+) -> None:
     """RMS F1 (own scale: it stays small), RNSS, and the training loss against the step.
     (RMS precision is 1 for a prediction without datapoints, DePlot's rule: not plotted.)"""
     import matplotlib
@@ -397,13 +480,14 @@ def plot(curve: list[dict], losses: list[list[float]], baseline: dict, png: str,
     for a, key in ((ax[0], "rms_f1"), (ax[1], "rnss")):
         a.axhline(baseline["table"][key], color="grey", linestyle="--", label="constant table")
         if key == "rms_f1":
-            a.axhline(baseline["title_only"][key], color="grey", linestyle=":",
-                      label="constant title")
+            a.axhline(
+                baseline["title_only"][key], color="grey", linestyle=":", label="constant title"
+            )
         a.legend(loc="lower right")
-    ax[2].plot(steps, [p["title_anls"] for p in curve], marker="o", color="C2",
-               label="title ANLS")
-    ax[2].plot(steps, [p["title_exact"] for p in curve], marker="s", color="C1",
-               label="title exact")
+    ax[2].plot(steps, [p["title_anls"] for p in curve], marker="o", color="C2", label="title ANLS")
+    ax[2].plot(
+        steps, [p["title_exact"] for p in curve], marker="s", color="C1", label="title exact"
+    )
     ax[2].set(xlabel="step", ylabel="held-out title match", ylim=(0, 1))
     ax[2].legend(loc="upper left")
     ax[3].plot([s for s, _ in losses], [v for _, v in losses], marker=".")
@@ -429,38 +513,58 @@ def run(args) -> dict:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     phases = {}
     t = time.time()
-    corpus = {"types": args.types, "workers": args.workers, "size": args.size,
-              "max_categories": args.max_categories, "max_topics": args.max_topics}
-    make_corpus(os.path.join(out, "raw_train"), os.path.join(out, "tfds_train"),
-                args.train_charts, args.seed + 1, **corpus)
-    heldout_dir = make_corpus(os.path.join(out, "raw_heldout"), os.path.join(out, "tfds_heldout"),
-                              args.heldout_charts, args.seed + 2, **corpus)
+    corpus = {
+        "types": args.types,
+        "workers": args.workers,
+        "size": args.size,
+        "max_categories": args.max_categories,
+        "max_topics": args.max_topics,
+    }
+    make_corpus(
+        os.path.join(out, "raw_train"),
+        os.path.join(out, "tfds_train"),
+        args.train_charts,
+        args.seed + 1,
+        **corpus,
+    )
+    heldout_dir = make_corpus(
+        os.path.join(out, "raw_heldout"),
+        os.path.join(out, "tfds_heldout"),
+        args.heldout_charts,
+        args.seed + 2,
+        **corpus,
+    )
     phases["corpora_s"] = time.time() - t
     t = time.time()
-    vocab_file = train_vocab(os.path.join(out, "raw_train"), os.path.join(out, "vocab", "spm"),
-                             args.vocab_size)
+    vocab_file = train_vocab(
+        os.path.join(out, "raw_train"), os.path.join(out, "vocab", "spm"), args.vocab_size
+    )
     from chartjax.data.vocab import Vocabulary
 
     vocab_size = Vocabulary(vocab_file).vocab_size
     phases["vocab_s"] = time.time() - t
 
     gin.clear_config()
-    config_lib.parse_gin(["models/pix2struct.gin", "hardware/cpu.gin"],
-                         gin_bindings(args, vocab_file, vocab_size))
+    config_lib.parse_gin(
+        ["models/pix2struct.gin", "hardware/cpu.gin"], gin_bindings(args, vocab_file, vocab_size)
+    )
     t = time.time()
     features = seq2seq.Features()
     splits = {"train_split": "train", "eval_splits": ("train",)}
-    train_task = deplot.make_task(data_dir=os.path.join(out, "tfds_train"), features=features,
-                                  **splits)
-    eval_task = deplot.make_task(data_dir=os.path.join(out, "tfds_heldout"), features=features,
-                                 **splits)
+    train_task = deplot.make_task(
+        data_dir=os.path.join(out, "tfds_train"), features=features, **splits
+    )
+    eval_task = deplot.make_task(
+        data_dir=os.path.join(out, "tfds_heldout"), features=features, **splits
+    )
     with open(os.path.join(out, "tfds_train", "corpus.json"), "rb") as f:
         stamp = f.read()
     # The .vocab file (pieces and scores), not the .model: that one also records its own path.
     with open(os.path.splitext(vocab_file)[0] + ".vocab", "rb") as f:
         key = feature_key(stamp, f.read(), args.max_patches, args.max_target_len)
-    task, num_train_records = cached_task(train_task, eval_task, args.batch,
-                                          os.path.join(out, "features", key))
+    task, num_train_records = cached_task(
+        train_task, eval_task, args.batch, os.path.join(out, "features", key)
+    )
     phases["featurize_s"] = time.time() - t
     workdir = os.path.join(out, "run")
     if os.path.exists(workdir) and os.listdir(workdir):
@@ -471,41 +575,67 @@ def run(args) -> dict:
     eval_step0(task, workdir, args.seed)
     phases["step0_eval_s"] = time.time() - t
     t = time.time()
-    result = train_lib.train(workdir, task=task, num_train_steps=args.steps or 10**9,
-                             max_train_time_s=args.budget_s, eval_every=args.eval_every)
+    result = train_lib.train(
+        workdir,
+        task=task,
+        num_train_steps=args.steps or 10**9,
+        max_train_time_s=args.budget_s,
+        eval_every=args.eval_every,
+    )
     phases["train_s"] = time.time() - t
     gin.clear_config()
 
     curve = read_curve(workdir)
     losses = [[s, row["loss"]] for s, row in sorted(read_losses(workdir).items())]
     first, last = curve[0], curve[-1]
-    heldout_targets = [r["target"] for r in seq2seq.iter_records(
-        heldout_dir, "train", lambda ex: [r for r in [deplot.chart_info_record(ex)] if r],
-        deplot.CHART_INFO_KEYS)]
+    heldout_targets = [
+        r["target"]
+        for r in seq2seq.iter_records(
+            heldout_dir,
+            "train",
+            lambda ex: [r for r in [deplot.chart_info_record(ex)] if r],
+            deplot.CHART_INFO_KEYS,
+        )
+    ]
     summary = {
         "benchmark": "bench_learning",
         "improved": last["rms_f1"] > first["rms_f1"],
         "beats_constant_baselines": None,  # set below, once they are scored
-        "step0": first, "final": last, "best": max(curve, key=lambda p: p["rms_f1"]),
-        "curve": curve, "train_loss": losses,
-        "constant_baselines": constant_baselines(os.path.join(out, "raw_train"),
-                                                 heldout_targets, args.seed),
-        "steps": result["step"], "stop_reason": result["stop_reason"],
+        "step0": first,
+        "final": last,
+        "best": max(curve, key=lambda p: p["rms_f1"]),
+        "curve": curve,
+        "train_loss": losses,
+        "constant_baselines": constant_baselines(
+            os.path.join(out, "raw_train"), heldout_targets, args.seed
+        ),
+        "steps": result["step"],
+        "stop_reason": result["stop_reason"],
         "examples_per_s": result["train"].get("examples_per_s"),
         "wall_s": {**phases, "total_s": time.time() - t_start},
-        "settings": {**{k: v for k, v in vars(args).items()}, "vocab_pieces": vocab_size,
-                     "train_records": num_train_records,
-                     "heldout_records": len(heldout_targets),
-                     "heldout_target_tokens_max": max(
-                         len(Vocabulary(vocab_file).encode(t)) for t in heldout_targets),
-                     "model": "Pix2Struct (chartjax.models.pix2struct), float32, Adafactor"},
-    }  # fmt: skip
+        "settings": {
+            **{k: v for k, v in vars(args).items()},
+            "vocab_pieces": vocab_size,
+            "train_records": num_train_records,
+            "heldout_records": len(heldout_targets),
+            "heldout_target_tokens_max": max(
+                len(Vocabulary(vocab_file).encode(t)) for t in heldout_targets
+            ),
+            "model": "Pix2Struct (chartjax.models.pix2struct), float32, Adafactor",
+        },
+    }
     summary["beats_constant_baselines"] = all(
-        last["rms_f1"] > b["rms_f1"] for b in summary["constant_baselines"].values())
+        last["rms_f1"] > b["rms_f1"] for b in summary["constant_baselines"].values()
+    )
     with open(os.path.join(out, "learning.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    plot(curve, losses, summary["constant_baselines"], os.path.join(out, "learning.png"),
-         f"held-out ({len(heldout_targets)} charts), {args.budget_s:.0f} s CPU budget")
+    plot(
+        curve,
+        losses,
+        summary["constant_baselines"],
+        os.path.join(out, "learning.png"),
+        f"held-out ({len(heldout_targets)} charts), {args.budget_s:.0f} s CPU budget",
+    )
     return summary
 
 

@@ -34,8 +34,9 @@ def load_split(task, split: str, types, templates, limit: int) -> dict[str, np.n
 
     d = featurize_all(task, split, EVAL_BATCH)
     d = {k: d[k] for k in (*INPUTS, "label", "figure_type", "question_id")}
-    d["figure_type"] = np.array([x.decode() if isinstance(x, bytes) else str(x)
-                                 for x in d["figure_type"]])
+    d["figure_type"] = np.array(
+        [x.decode() if isinstance(x, bytes) else str(x) for x in d["figure_type"]]
+    )
     m = np.ones(len(d["label"]), bool)
     if types:
         m &= np.isin(d["figure_type"], types)
@@ -75,9 +76,16 @@ def main(argv=None):
     task = figureqa.make_task(data_dir=a.data_dir, image_size=a.image_size, antialias=True)
     train = load_split(task, "train1", types, templates, a.limit)
     evals = {s: load_split(task, s, types, templates, 0) for s in ("validation1", "validation2")}
-    cfg = rn.RNConfig(kind="rn", image_size=a.image_size, conv_layers=a.conv_layers,
-                      vocab_size=len(figureqa.vocabulary()), dropout=a.dropout, g_dim=a.g_dim,
-                      f_dim=a.g_dim, lstm_dim=a.lstm_dim)
+    cfg = rn.RNConfig(
+        kind="rn",
+        image_size=a.image_size,
+        conv_layers=a.conv_layers,
+        vocab_size=len(figureqa.vocabulary()),
+        dropout=a.dropout,
+        g_dim=a.g_dim,
+        f_dim=a.g_dim,
+        lstm_dim=a.lstm_dim,
+    )
     model = rn.build(cfg, nnx.Rngs(a.seed))
     opt = nnx.Optimizer(model, optax.adam(a.lr), wrt=nnx.Param)
 
@@ -99,40 +107,54 @@ def main(argv=None):
     def evaluate(d) -> dict:
         preds = []
         for i in range(0, len(d["label"]), EVAL_BATCH):
-            b = {k: d[k][i:i + EVAL_BATCH] for k in INPUTS}
+            b = {k: d[k][i : i + EVAL_BATCH] for k in INPUTS}
             n = len(b["image"])
             b = {k: np.concatenate([v, np.repeat(v[:1], EVAL_BATCH - n, 0)]) for k, v in b.items()}
             preds.append(np.asarray(predict(model, b))[:n])  # one compiled shape
         pr = np.concatenate(preds)
         ok = pr == d["label"]
-        return {"accuracy": round(100 * float(ok.mean()), 2),
-                "predicted_yes_pct": round(100 * float(pr.mean()), 1),
-                "by_figure_type": {t: round(100 * float(ok[d["figure_type"] == t].mean()), 1)
-                                   for t in sorted(set(d["figure_type"]))}}
+        return {
+            "accuracy": round(100 * float(ok.mean()), 2),
+            "predicted_yes_pct": round(100 * float(pr.mean()), 1),
+            "by_figure_type": {
+                t: round(100 * float(ok[d["figure_type"] == t].mean()), 1)
+                for t in sorted(set(d["figure_type"]))
+            },
+        }
 
-    print(f"train questions {len(train['label'])}, "
-          + ", ".join(f"{s} {len(d['label'])}" for s, d in evals.items()), flush=True)
+    print(
+        f"train questions {len(train['label'])}, "
+        + ", ".join(f"{s} {len(d['label'])}" for s, d in evals.items()),
+        flush=True,
+    )
     rng = np.random.default_rng(a.seed)
     order, pos = rng.permutation(len(train["label"])), 0
     curve, losses, accs, t0 = [], [], [], time.time()
     for s in range(1, a.steps + 1):
         if pos + a.batch > len(order):
             order, pos = rng.permutation(len(train["label"])), 0
-        idx = order[pos:pos + a.batch]
+        idx = order[pos : pos + a.batch]
         pos += a.batch
         loss, acc = step(model, opt, {k: train[k][idx] for k in (*INPUTS, "label")})
         losses.append(float(loss))
         accs.append(float(acc))
         if s % 100 == 0 or s % a.eval_every == 0 or s == a.steps:
-            row = {"step": s, "elapsed_s": round(time.time() - t0, 1),
-                   "train_loss": round(float(np.mean(losses[-100:])), 4),
-                   "train_accuracy": round(100 * float(np.mean(accs[-100:])), 1)}
+            row = {
+                "step": s,
+                "elapsed_s": round(time.time() - t0, 1),
+                "train_loss": round(float(np.mean(losses[-100:])), 4),
+                "train_accuracy": round(100 * float(np.mean(accs[-100:])), 1),
+            }
             if s % a.eval_every == 0 or s == a.steps:
                 row.update({s_: evaluate(d) for s_, d in evals.items()})
             curve.append(row)
             print(json.dumps(row), flush=True)
-    result = {"benchmark": "rn_learning", "settings": vars(a),
-              "train_questions": int(len(train["label"])), "curve": curve}
+    result = {
+        "benchmark": "rn_learning",
+        "settings": vars(a),
+        "train_questions": int(len(train["label"])),
+        "curve": curve,
+    }
     if a.out:
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -20,9 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = ("sales revenue share users market growth country year percent million billion rose "
-         "fell increased decreased reached highest lowest between compared average total the of "
-         "in to and by from about more than").split()  # fmt: skip
+WORDS = (
+    "sales revenue share users market growth country year percent million billion rose "
+    "fell increased decreased reached highest lowest between compared average total the of "
+    "in to and by from about more than"
+).split()
 
 
 def _summary(rng: random.Random, year: int, value: float) -> str:
@@ -40,10 +42,17 @@ def write_chart_to_text(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path
         records = " ".join(
             f"Year|{year - k}|x|line_chart Sales|{value + k:.1f}|y|line_chart" for k in range(6)
         )
-        refs.append({"id": f"statista/{i}", "target": _summary(rng, year, value), "records": records,
-                     "title": f"Sales of product {i % 97} from {year - 5} to {year}",
-                     "chart_type": rng.choice(["line", "bar", "pie"]),
-                     "complexity": rng.choice(["simple", "complex"]), "split": "test"})  # fmt: skip
+        refs.append(
+            {
+                "id": f"statista/{i}",
+                "target": _summary(rng, year, value),
+                "records": records,
+                "title": f"Sales of product {i % 97} from {year - 5} to {year}",
+                "chart_type": rng.choice(["line", "bar", "pie"]),
+                "complexity": rng.choice(["simple", "complex"]),
+                "split": "test",
+            }
+        )
         preds.append({"id": f"statista/{i}", "prediction": _summary(rng, year, value)})
     p, r = folder / "c2t_pred.jsonl", folder / "c2t_ref.jsonl"
     p.write_text("".join(json.dumps(x) + "\n" for x in preds))
@@ -62,8 +71,16 @@ def _chart(rng: random.Random, jitter: float) -> dict:
         blocks.append({"id": k, "bb": {"x0": x, "y0": y, "width": 40, "height": 12}, "text": text})
     names = ["A", "B", "C"][: rng.randint(1, 3)]
     cats = [f"cat {c}" for c in range(rng.randint(3, 12))]
-    series = [{"name": n, "data": [{"x": c, "y": round(rng.uniform(1, 100) * (1 + jitter * rng.uniform(-0.1, 0.1)), 2)}
-                                   for c in cats]} for n in names]  # fmt: skip
+    series = [
+        {
+            "name": n,
+            "data": [
+                {"x": c, "y": round(rng.uniform(1, 100) * (1 + jitter * rng.uniform(-0.1, 0.1)), 2)}
+                for c in cats
+            ],
+        }
+        for n in names
+    ]
     bars = [
         {"x0": 20 * i, "y0": 100, "width": 15, "height": 50 + i}
         for i in range(len(cats) * len(names))
@@ -89,8 +106,9 @@ def write_chart_info(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
 
 def timed_score(args: list[str]) -> dict:
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "tools.score", *args], capture_output=True,
-                            text=True, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.score", *args], capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"tools.score failed: {result.stderr}")
@@ -106,17 +124,44 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         p, r = write_chart_to_text(tmp, args.examples)
-        res = timed_score(["--task", "chart_to_text", "--predictions", str(p), "--references", str(r),
-                           "--out", str(tmp / "c2t.json")])  # fmt: skip
-        out["chart_to_text"] = {"wall_s": res["wall_s"], "goal_s": 60,
-                                "metrics": {k: round(v, 4) for k, v in res["metrics"].items()}}  # fmt: skip
+        res = timed_score(
+            [
+                "--task",
+                "chart_to_text",
+                "--predictions",
+                str(p),
+                "--references",
+                str(r),
+                "--out",
+                str(tmp / "c2t.json"),
+            ]
+        )
+        out["chart_to_text"] = {
+            "wall_s": res["wall_s"],
+            "goal_s": 60,
+            "metrics": {k: round(v, 4) for k, v in res["metrics"].items()},
+        }
         pred, gt = write_chart_info(tmp, args.images)
         for task in ("chart_info_task2", "chart_info_task6b", "chart_info_task6a"):
             extra = ["--compat", "chartinfo2020"] if task.endswith("6a") else []  # no image sizes
-            res = timed_score(["--task", task, "--predictions", str(pred), "--references", str(gt),
-                               "--out", str(tmp / f"{task}.json"), *extra])  # fmt: skip
-            out[task] = {"wall_s": res["wall_s"], "goal_s": 30,
-                         "metrics": {k: round(v, 4) for k, v in res["metrics"].items()}}  # fmt: skip
+            res = timed_score(
+                [
+                    "--task",
+                    task,
+                    "--predictions",
+                    str(pred),
+                    "--references",
+                    str(gt),
+                    "--out",
+                    str(tmp / f"{task}.json"),
+                    *extra,
+                ]
+            )
+            out[task] = {
+                "wall_s": res["wall_s"],
+                "goal_s": 30,
+                "metrics": {k: round(v, 4) for k, v in res["metrics"].items()},
+            }
     print(json.dumps(out, indent=2))
     return 0
 

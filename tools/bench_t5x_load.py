@@ -19,8 +19,16 @@ import subprocess
 import sys
 import time
 
-BASE = dict(vocab_size=50244, emb_dim=768, num_heads=12, head_dim=64, mlp_dim=2048,
-            num_encoder_layers=12, num_decoder_layers=12, dtype="float32")
+BASE = dict(
+    vocab_size=50244,
+    emb_dim=768,
+    num_heads=12,
+    head_dim=64,
+    mlp_dim=2048,
+    num_encoder_layers=12,
+    num_decoder_layers=12,
+    dtype="float32",
+)
 
 
 def write(ckpt_dir: str, dtype: str) -> dict:
@@ -52,8 +60,13 @@ def write(ckpt_dir: str, dtype: str) -> dict:
             node = node.setdefault(p, {})
         node[tpath[-1]] = leaf
         del arr
-    tree = {"version": 3, "optimizer": {"target": target, "state": {
-        "step": np.asarray(0, np.int32), "param_states": {}}}}
+    tree = {
+        "version": 3,
+        "optimizer": {
+            "target": target,
+            "state": {"step": np.asarray(0, np.int32), "param_states": {}},
+        },
+    }
     with open(os.path.join(ckpt_dir, "checkpoint"), "wb") as f:
         f.write(serialization.msgpack_serialize(tree))
     return {"params": n, "write_s": round(time.time() - t0, 1)}
@@ -94,9 +107,17 @@ def _child(ckpt_dir: str) -> None:
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     n = sum(int(x.size) for x in leaves)
     checksum = float(sum(np.asarray(x, np.float64).sum() for x in leaves[:3]))
-    print(json.dumps({"load_s": round(load_s, 2), "rss_after_imports": base,
-                      "peak_rss": max(peak[0], maxrss), "loaded_params": n,
-                      "checksum_first3": checksum}))
+    print(
+        json.dumps(
+            {
+                "load_s": round(load_s, 2),
+                "rss_after_imports": base,
+                "peak_rss": max(peak[0], maxrss),
+                "loaded_params": n,
+                "checksum_first3": checksum,
+            }
+        )
+    )
 
 
 def main(argv=None) -> None:
@@ -113,8 +134,12 @@ def main(argv=None) -> None:
     written = not os.path.isfile(os.path.join(a.dir, "checkpoint"))
     if written:
         out.update(write(a.dir, a.dtype))
-    res = subprocess.run([sys.executable, "-m", "tools.bench_t5x_load", "--child", "--dir", a.dir],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "tools.bench_t5x_load", "--child", "--dir", a.dir],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if res.returncode != 0:
         raise SystemExit(f"load failed:\n{res.stderr[-4000:]}")
     child = json.loads(res.stdout.strip().splitlines()[-1])
@@ -122,10 +147,16 @@ def main(argv=None) -> None:
     ckpt_bytes = n * 4  # float32 parameters, as loaded (and as stored with --dtype float32)
     disk = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(a.dir) for f in fs)
     growth = child["peak_rss"] - child["rss_after_imports"]
-    out.update(child, params=n, checkpoint_bytes_fp32=ckpt_bytes, disk_bytes=disk,
-               peak_rss_growth=growth, growth_over_checkpoint=round(growth / ckpt_bytes, 3),
-               goal_growth_over_checkpoint=1.5,
-               load_mparams_per_s=round(n / 1e6 / child["load_s"], 1))
+    out.update(
+        child,
+        params=n,
+        checkpoint_bytes_fp32=ckpt_bytes,
+        disk_bytes=disk,
+        peak_rss_growth=growth,
+        growth_over_checkpoint=round(growth / ckpt_bytes, 3),
+        goal_growth_over_checkpoint=1.5,
+        load_mparams_per_s=round(n / 1e6 / child["load_s"], 1),
+    )
     if written and not a.keep:
         shutil.rmtree(a.dir)
     print(json.dumps(out))

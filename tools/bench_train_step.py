@@ -37,21 +37,29 @@ def main(argv=None):
     from chartjax.models import relation_network as rn
     from chartjax.tasks import synthetic
 
-    cfg = rn.RNConfig(kind=args.kind, vocab_size=88, image_size=args.image_size,
-                      conv_layers=args.conv_layers,
-                      f_dim=256 if args.kind == "rn" else 512,
-                      embed_dim=32 if args.kind == "cnn_lstm" else 64)
+    cfg = rn.RNConfig(
+        kind=args.kind,
+        vocab_size=88,
+        image_size=args.image_size,
+        conv_layers=args.conv_layers,
+        f_dim=256 if args.kind == "rn" else 512,
+        embed_dim=32 if args.kind == "cnn_lstm" else 64,
+    )
     mesh = mesh_lib.make_mesh((-1, 1))
     rules = mesh_lib.axis_rules(args.rules)
     task = synthetic.make_task(image_size=args.image_size, vocab_size=88, num_train=args.batch)
     tx, sched = optim.make_optimizer("adam", lr=2.5e-4)
     spec, init = state_lib.create(lambda rngs: rn.build(cfg, rngs=rngs), tx, mesh, rules, 0)
-    step = jax.jit(train_lib.make_train_step(spec.model_def, task, tx, sched),
-                   in_shardings=(spec.shardings, None), out_shardings=(spec.shardings, None),
-                   donate_argnums=0)
+    step = jax.jit(
+        train_lib.make_train_step(spec.model_def, task, tx, sched),
+        in_shardings=(spec.shardings, None),
+        out_shardings=(spec.shardings, None),
+        donate_argnums=0,
+    )
     state = init()
-    batch = pipeline.to_global(next(task.train_batches(args.batch, 0, 0, 0, 1)), mesh, rules,
-                               task.model_inputs)
+    batch = pipeline.to_global(
+        next(task.train_batches(args.batch, 0, 0, 0, 1)), mesh, rules, task.model_inputs
+    )
     t = time.time()
     state, m = step(state, batch)
     jax.block_until_ready(m["loss"])
@@ -61,13 +69,20 @@ def main(argv=None):
         state, m = step(state, batch)
     jax.block_until_ready(m["loss"])
     dt = time.time() - t
-    out = {"benchmark": "train_step", "model": args.kind, "image_size": args.image_size,
-           "objects": cfg.grid ** 2 if args.kind == "rn" else None,
-           "batch": args.batch, "devices": jax.device_count(), "cpu_cores": os.cpu_count(),
-           "params": state_lib.num_params(state), "compile_s": round(compile_s, 2),
-           "step_s": round(dt / args.steps, 4),
-           "examples_per_s": round(args.batch * args.steps / dt, 1),
-           "load_avg_1m": round(os.getloadavg()[0], 2)}
+    out = {
+        "benchmark": "train_step",
+        "model": args.kind,
+        "image_size": args.image_size,
+        "objects": cfg.grid**2 if args.kind == "rn" else None,
+        "batch": args.batch,
+        "devices": jax.device_count(),
+        "cpu_cores": os.cpu_count(),
+        "params": state_lib.num_params(state),
+        "compile_s": round(compile_s, 2),
+        "step_s": round(dt / args.steps, 4),
+        "examples_per_s": round(args.batch * args.steps / dt, 1),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
     print(json.dumps(out))
     return out
 

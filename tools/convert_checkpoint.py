@@ -55,11 +55,19 @@ def main(argv=None) -> None:
     p.add_argument("--to", dest="dst", choices=FORMATS, required=True)
     p.add_argument("input")
     p.add_argument("output")
-    p.add_argument("--t5x_dtype", default="float32", choices=["float32", "bfloat16"],
-                   help="stored dtype when writing T5X")
+    p.add_argument(
+        "--t5x_dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="stored dtype when writing T5X",
+    )
     p.add_argument("--t5x_layout", default="kvstore", choices=["kvstore", "top_level", "inline"])
-    p.add_argument("--step", type=int, default=None, help="step recorded in a T5X output "
-                   "(default: the input's T5X step, else 0)")
+    p.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        help="step recorded in a T5X output (default: the input's T5X step, else 0)",
+    )
     p.add_argument("--pytorch_bin", action="store_true", help="HF output as pytorch_model.bin")
     a = p.parse_args(argv)
     if not os.path.exists(a.input):
@@ -75,8 +83,13 @@ def main(argv=None) -> None:
     if a.dst == "t5x":
         from chartjax.interop import t5x
 
-        t5x.save(model, a.output, step=a.step if a.step is not None else step,
-                 dtype=a.t5x_dtype, layout=a.t5x_layout)
+        t5x.save(
+            model,
+            a.output,
+            step=a.step if a.step is not None else step,
+            dtype=a.t5x_dtype,
+            layout=a.t5x_layout,
+        )
     elif a.dst == "hf":
         from chartjax.interop import hf
 
@@ -87,9 +100,19 @@ def main(argv=None) -> None:
     from flax import nnx
 
     n = sum(int(x.size) for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
-    print(json.dumps({"from": a.src, "to": a.dst, "input": a.input, "output": a.output,
-                      "family": type(model).__name__, "params": n,
-                      "seconds": round(time.time() - t0, 2)}))
+    print(
+        json.dumps(
+            {
+                "from": a.src,
+                "to": a.dst,
+                "input": a.input,
+                "output": a.output,
+                "family": type(model).__name__,
+                "params": n,
+                "seconds": round(time.time() - t0, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -34,10 +34,19 @@ def _generate(raw: str, args) -> None:
     from chartjax.synth import figureqa
 
     t = time.time()
-    figureqa.generate(raw, train_images=args.train_images, val_images=args.val_images,
-                      test_images=0, seed=args.seed, workers=args.workers, overwrite=True)
-    print(f"generated {args.train_images} + 2x{args.val_images} figures in "
-          f"{time.time() - t:.0f} s -> {raw}")
+    figureqa.generate(
+        raw,
+        train_images=args.train_images,
+        val_images=args.val_images,
+        test_images=0,
+        seed=args.seed,
+        workers=args.workers,
+        overwrite=True,
+    )
+    print(
+        f"generated {args.train_images} + 2x{args.val_images} figures in "
+        f"{time.time() - t:.0f} s -> {raw}"
+    )
 
 
 def _tfds_build(raw: str, data_dir: str) -> None:
@@ -45,8 +54,13 @@ def _tfds_build(raw: str, data_dir: str) -> None:
         print(f"reusing TFDS build {data_dir}/figureqa")
         return
     tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")
-    cmd = [tfds_cli, "build", os.path.join(ROOT, "tfds_builders", "figureqa"),
-           f"--manual_dir={raw}", f"--data_dir={data_dir}"]
+    cmd = [
+        tfds_cli,
+        "build",
+        os.path.join(ROOT, "tfds_builders", "figureqa"),
+        f"--manual_dir={raw}",
+        f"--data_dir={data_dir}",
+    ]
     print(" ".join(cmd), flush=True)
     t = time.time()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -103,8 +117,13 @@ def _report(runs: dict, out: str) -> None:
     if {"rn", "text_only"} <= set(tables):
         rn_ft = tables["rn"][0]["breakdowns"]["figure_type"]
         tx_ft = tables["text_only"][0]["breakdowns"]["figure_type"]
-        wins = [ft for ft in FIGURE_TYPES if ft in rn_ft and ft in tx_ft
-                and rn_ft[ft]["accuracy_ci95_low"] > tx_ft[ft]["accuracy_ci95_high"]]
+        wins = [
+            ft
+            for ft in FIGURE_TYPES
+            if ft in rn_ft
+            and ft in tx_ft
+            and rn_ft[ft]["accuracy_ci95_low"] > tx_ft[ft]["accuracy_ci95_high"]
+        ]
         print("RN above text-only beyond the 95% CIs on: " + (", ".join(wins) or "none"))
 
 
@@ -128,12 +147,19 @@ def main(argv=None):
     _generate(raw, args)
     _step("2/4 tfds build tfds_builders/figureqa")
     _tfds_build(raw, data_dir)
-    runs = {"rn": os.path.join(out, "runs", "rn"),
-            "text_only": os.path.join(out, "runs", "text_only")}
+    runs = {
+        "rn": os.path.join(out, "runs", "rn"),
+        "text_only": os.path.join(out, "runs", "text_only"),
+    }
     _step("3/4 train and evaluate")
     _train("RN", "tasks/figureqa_demo_rn.gin", runs["rn"], data_dir, args.rn_budget_s)
-    _train("text-only", "tasks/figureqa_demo_text_only.gin", runs["text_only"], data_dir,
-           args.text_budget_s)
+    _train(
+        "text-only",
+        "tasks/figureqa_demo_text_only.gin",
+        runs["text_only"],
+        data_dir,
+        args.text_budget_s,
+    )
     _step("4/4 report")
     _report(runs, out)
     print(f"\ndemo wall time: {time.time() - t0:.0f} s")

@@ -145,17 +145,28 @@ def tfds_rows(examples, task: str, split: str) -> dict[str, dict]:
     for ex in examples:
         key = s(ex["id"])
         if task == "figureqa":
-            row = {"target": int(ex["answer"]), "figure_type": s(ex["figure_type"]),
-                   "question_id": int(ex["question_id"])}  # fmt: skip
+            row = {
+                "target": int(ex["answer"]),
+                "figure_type": s(ex["figure_type"]),
+                "question_id": int(ex["question_id"]),
+            }
         elif task == "chartcheck":
-            row = {"target": ("FALSE", "TRUE")[int(ex["label"])],  # label 1 = supports = TRUE
-                   "explanation": s(ex["explanation"]), "chart_type": s(ex["chart_type"]),
-                   "reasoning_types": [s(r) for r in ex["reasoning_types"]]}  # fmt: skip
+            row = {
+                "target": ("FALSE", "TRUE")[int(ex["label"])],  # label 1 = supports = TRUE
+                "explanation": s(ex["explanation"]),
+                "chart_type": s(ex["chart_type"]),
+                "reasoning_types": [s(r) for r in ex["reasoning_types"]],
+            }
         elif task == "chart_to_text":
             records = ex["table"]["records"] if "table" in ex else ex.get("ocr_data", b"")
-            row = {"target": s(ex["summary"]), "title": s(ex["title"]), "records": s(records),
-                   "chart_type": s(ex["chart_type"]),
-                   "complexity": ("simple", "complex")[int(ex["complexity"])], "split": split}  # fmt: skip
+            row = {
+                "target": s(ex["summary"]),
+                "title": s(ex["title"]),
+                "records": s(records),
+                "chart_type": s(ex["chart_type"]),
+                "complexity": ("simple", "complex")[int(ex["complexity"])],
+                "split": split,
+            }
         else:
             raise ScoreError(f"--references tfds: is not supported for --task {task}")
         rows[key] = {"id": key, **row}
@@ -201,26 +212,45 @@ def score_text(args, preds: dict[str, dict], refs: dict[str, dict]) -> tuple[Sco
     task = args.task
     if task == "figureqa":
         raw = [None if i in missing else preds[i].get("prediction") for i in ids]
-        scores = figureqa_scores(raw, targets, figure_types=_field(rows, "figure_type"),
-                                 question_ids=_field(rows, "question_id"))  # fmt: skip
+        scores = figureqa_scores(
+            raw,
+            targets,
+            figure_types=_field(rows, "figure_type"),
+            question_ids=_field(rows, "question_id"),
+        )
     elif task == "chartcheck":
         # MatCha's targets are Yes/No: use its parser when every output starts that way.
         matcha = all(parse_matcha(o) is not None for o in outputs if o) and any(outputs)
         parser = "matcha" if matcha else "flan_t5"
-        scores = chartcheck_scores(outputs, targets, parser=parser,
-                                   chart_types=_field(rows, "chart_type"),
-                                   reasoning_types=_field(rows, "reasoning_types"))  # fmt: skip
+        scores = chartcheck_scores(
+            outputs,
+            targets,
+            parser=parser,
+            chart_types=_field(rows, "chart_type"),
+            reasoning_types=_field(rows, "reasoning_types"),
+        )
         gold_expl = _field(rows, "explanation")
         if gold_expl is not None:
             expl = [preds.get(i, {}).get("explanation", o) for i, o in zip(ids, outputs)]
-            scores.update(explanation_scores(expl, gold_expl, bertscore_model=args.bertscore_model,
-                                             bleurt_checkpoint=args.bleurt_checkpoint))  # fmt: skip
+            scores.update(
+                explanation_scores(
+                    expl,
+                    gold_expl,
+                    bertscore_model=args.bertscore_model,
+                    bleurt_checkpoint=args.bleurt_checkpoint,
+                )
+            )
     elif task == "chart_to_text":
         groups = {k: v for k in ("split", "chart_type", "complexity") if (v := _field(rows, k))}
         scores = chart_to_text_scores(
-            outputs, targets, records=_field(rows, "records"), titles=_field(rows, "title"),
-            groups=groups, bleurt_checkpoint=args.bleurt_checkpoint, ppl_model=args.ppl_model,
-        )  # fmt: skip
+            outputs,
+            targets,
+            records=_field(rows, "records"),
+            titles=_field(rows, "title"),
+            groups=groups,
+            bleurt_checkpoint=args.bleurt_checkpoint,
+            ppl_model=args.ppl_model,
+        )
     elif task == "deplot":
         scores = tables.rms(outputs, targets).update(tables.rnss(outputs, targets))
     else:
@@ -239,8 +269,13 @@ def score_chart_info(args) -> tuple[Scores, int]:
     sizes = image_sizes(args.images, gt) if args.images else None
     if k in ("4",) and sizes is None:
         raise ScoreError("chart_info_task4 needs --images (image sizes set the thresholds)")
-    fn = {"1": chart_info.task1, "2": chart_info.task2, "3": chart_info.task3,
-          "5": chart_info.task5, "6b": chart_info.task6b}  # fmt: skip
+    fn = {
+        "1": chart_info.task1,
+        "2": chart_info.task2,
+        "3": chart_info.task3,
+        "5": chart_info.task5,
+        "6b": chart_info.task6b,
+    }
     try:
         if k == "4":
             scores = chart_info.task4(gt, pred, sizes, compat=args.compat)
@@ -257,8 +292,16 @@ def score_chart_info(args) -> tuple[Scores, int]:
 
 def _plot(metrics_obj: Mapping[str, Any], png: Path) -> None:
     breakdowns = dict(metrics_obj["breakdowns"])
-    metric = next((m for m in ("accuracy", "f1", "score", "bleu") for g in breakdowns.values()
-                   for e in g.values() if m in e), None)  # fmt: skip
+    metric = next(
+        (
+            m
+            for m in ("accuracy", "f1", "score", "bleu")
+            for g in breakdowns.values()
+            for e in g.values()
+            if m in e
+        ),
+        None,
+    )
     if metric is None:  # no per-group results: plot the bounded headline metrics instead
         values = {k: v for k, v in metrics_obj["metrics"].items() if report.is_bounded(k)}
         if not values:
@@ -284,8 +327,10 @@ def run(args: argparse.Namespace) -> dict:
     else:
         preds = read_rows(args.predictions, "--predictions")
         if args.references is None:
-            refs = {k: {"id": k, **({"target": r["target"]} if "target" in r else {})}
-                    for k, r in preds.items()}  # fmt: skip
+            refs = {
+                k: {"id": k, **({"target": r["target"]} if "target" in r else {})}
+                for k, r in preds.items()
+            }
         elif args.references.startswith("tfds:"):
             refs, split = load_tfds(args.references, args.task, args.data_dir)
         else:
@@ -294,10 +339,15 @@ def run(args: argparse.Namespace) -> dict:
         split = next(iter(splits)) if len(splits) == 1 else split
         scores, n = score_text(args, preds, refs)
     obj = report.build_metrics(
-        task=args.task, split=split, step=None, num_examples=n, metrics=scores.metrics,
-        breakdowns=scores.breakdowns, unavailable=scores.unavailable,
+        task=args.task,
+        split=split,
+        step=None,
+        num_examples=n,
+        metrics=scores.metrics,
+        breakdowns=scores.breakdowns,
+        unavailable=scores.unavailable,
         provenance=report.provenance(libraries=_libraries(scores)),
-    )  # fmt: skip
+    )
     report.write_metrics(args.out, obj)
     _plot(obj, Path(args.out).with_suffix(".png"))
     return obj
@@ -311,8 +361,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chartjax-score: error: {err}", file=sys.stderr)
         return 2
     if obj["metrics"].get("num_missing"):
-        print(f"chartjax-score: {obj['metrics']['num_missing']} missing prediction(s) scored as wrong",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"chartjax-score: {obj['metrics']['num_missing']} missing prediction(s) scored as wrong",
+            file=sys.stderr,
+        )
     print(json.dumps(obj["metrics"], indent=2))
     return 0
 

@@ -96,15 +96,23 @@ def main(argv=None) -> None:
     p.add_argument("--vocab_size", type=int, default=32000)
     p.add_argument("--model_type", default="unigram", choices=["unigram", "bpe"])
     p.add_argument("--character_coverage", type=float, default=0.9999)
-    p.add_argument("--soft_vocab_limit", action="store_true",
-                   help="allow fewer pieces than --vocab_size on small corpora")
+    p.add_argument(
+        "--soft_vocab_limit",
+        action="store_true",
+        help="allow fewer pieces than --vocab_size on small corpora",
+    )
     a = p.parse_args(argv)
     for path in a.input:
         if not os.path.isfile(path):
             p.error(f"input file not found: {path}")
-    model = train(iter_texts(a.input, a.field), a.out, vocab_size=a.vocab_size,
-                  model_type=a.model_type, character_coverage=a.character_coverage,
-                  hard_vocab_limit=not a.soft_vocab_limit)
+    model = train(
+        iter_texts(a.input, a.field),
+        a.out,
+        vocab_size=a.vocab_size,
+        model_type=a.model_type,
+        character_coverage=a.character_coverage,
+        hard_vocab_limit=not a.soft_vocab_limit,
+    )
     print(json.dumps({"model": model, "vocab_size": a.vocab_size}))
 
 

@@ -32,8 +32,9 @@ def to_global(batch: dict, mesh: Mesh, rules, keys=None) -> dict:
     return out
 
 
-def prefetch_to_device(batches: Iterator[dict], mesh: Mesh, rules, keys, size: int = 2
-                       ) -> Iterator[dict]:
+def prefetch_to_device(
+    batches: Iterator[dict], mesh: Mesh, rules, keys, size: int = 2
+) -> Iterator[dict]:
     """Keep `size` global batches in flight, built in a background thread."""
     q: queue.Queue = queue.Queue(maxsize=size)
     sentinel = object()
@@ -60,11 +61,15 @@ def tfds_builder_dir(name: str, data_dir: str) -> str:
     """The newest version folder of a built TFDS dataset (`<data_dir>/<name>/<version>`)."""
     root = os.path.join(os.path.expanduser(data_dir), name)
     if not os.path.isdir(root):
-        raise FileNotFoundError(f"no TFDS dataset {name!r} under {data_dir} (looked for {root}); "
-                                f"build it with `tfds build tfds_builders/{name} "
-                                f"--manual_dir=... --data_dir={data_dir}`")
-    versions = sorted((d for d in os.listdir(root) if d[:1].isdigit()),
-                      key=lambda v: tuple(int(x) for x in v.split(".")))
+        raise FileNotFoundError(
+            f"no TFDS dataset {name!r} under {data_dir} (looked for {root}); "
+            f"build it with `tfds build tfds_builders/{name} "
+            f"--manual_dir=... --data_dir={data_dir}`"
+        )
+    versions = sorted(
+        (d for d in os.listdir(root) if d[:1].isdigit()),
+        key=lambda v: tuple(int(x) for x in v.split(".")),
+    )
     if not versions:
         raise FileNotFoundError(f"{root} holds no version folder")
     return os.path.join(root, versions[-1])
@@ -86,9 +91,18 @@ def _tf_options(deterministic: bool = True):
     return opts
 
 
-def tfds_train_batches(builder_dir: str, split: str, preprocess: Callable, *,
-                       local_batch_size: int, seed: int, start_step: int, process_index: int,
-                       process_count: int, shuffle_buffer: int = 10_000) -> Iterator[dict]:
+def tfds_train_batches(
+    builder_dir: str,
+    split: str,
+    preprocess: Callable,
+    *,
+    local_batch_size: int,
+    seed: int,
+    start_step: int,
+    process_index: int,
+    process_count: int,
+    shuffle_buffer: int = 10_000,
+) -> Iterator[dict]:
     """Infinite, deterministic training batches for this process, resumable by step.
 
     The stream is (shuffle with a fixed seed, reshuffled each epoch) -> repeat; a resumed run
@@ -99,9 +113,13 @@ def tfds_train_batches(builder_dir: str, split: str, preprocess: Callable, *,
     import tensorflow_datasets as tfds
 
     builder = tfds.builder_from_directory(builder_dir)
-    ds = builder.as_dataset(split=process_split(split, process_index, process_count),
-                            shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
-                            if "image" in builder.info.features else None)
+    ds = builder.as_dataset(
+        split=process_split(split, process_index, process_count),
+        shuffle_files=False,
+        decoders={"image": tfds.decode.SkipDecoding()}
+        if "image" in builder.info.features
+        else None,
+    )
     ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.skip(start_step * local_batch_size)
     ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
@@ -110,9 +128,15 @@ def tfds_train_batches(builder_dir: str, split: str, preprocess: Callable, *,
     return ds.as_numpy_iterator()
 
 
-def tfds_eval_batches(builder_dir: str, split: str, preprocess: Callable, *,
-                      local_batch_size: int, process_index: int, process_count: int
-                      ) -> Iterator[dict]:
+def tfds_eval_batches(
+    builder_dir: str,
+    split: str,
+    preprocess: Callable,
+    *,
+    local_batch_size: int,
+    process_index: int,
+    process_count: int,
+) -> Iterator[dict]:
     """Finite eval batches padded to a fixed count per process; `_mask` marks real rows."""
     import tensorflow as tf
     import tensorflow_datasets as tfds
@@ -121,10 +145,13 @@ def tfds_eval_batches(builder_dir: str, split: str, preprocess: Callable, *,
     total = builder.info.splits[split].num_examples
     per_process = -(-total // process_count)
     num_batches = -(-per_process // local_batch_size)
-    ds = builder.as_dataset(split=process_split(split, process_index, process_count),
-                            shuffle_files=False,
-                            decoders={"image": tfds.decode.SkipDecoding()}
-                            if "image" in builder.info.features else None)
+    ds = builder.as_dataset(
+        split=process_split(split, process_index, process_count),
+        shuffle_files=False,
+        decoders={"image": tfds.decode.SkipDecoding()}
+        if "image" in builder.info.features
+        else None,
+    )
     ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.batch(local_batch_size).prefetch(2).with_options(_tf_options())
     produced = 0
@@ -136,8 +163,9 @@ def tfds_eval_batches(builder_dir: str, split: str, preprocess: Callable, *,
         produced += 1
     while produced < num_batches:  # hosts with a shorter shard run empty batches
         if template is None:
-            raise ValueError(f"split {split!r} of {builder_dir} is empty for process "
-                             f"{process_index}")
+            raise ValueError(
+                f"split {split!r} of {builder_dir} is empty for process {process_index}"
+            )
         yield pad_batch(template, local_batch_size, 0)
         produced += 1
 

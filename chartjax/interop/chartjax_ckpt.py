@@ -47,8 +47,9 @@ def build_abstract(cfg, seed: int = 0):
 
 
 def is_params_checkpoint(path: str) -> bool:
-    return (os.path.isfile(os.path.join(path, CONFIG_FILE))
-            and os.path.isdir(os.path.join(path, PARAMS_DIR)))
+    return os.path.isfile(os.path.join(path, CONFIG_FILE)) and os.path.isdir(
+        os.path.join(path, PARAMS_DIR)
+    )
 
 
 def is_run_checkpoint(path: str) -> bool:
@@ -64,8 +65,9 @@ def save(model, path: str) -> None:
     path = os.path.abspath(path)
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, CONFIG_FILE), "w") as f:
-        json.dump({"family": family_of(model.cfg), "config": dataclasses.asdict(model.cfg)}, f,
-                  indent=2)
+        json.dump(
+            {"family": family_of(model.cfg), "config": dataclasses.asdict(model.cfg)}, f, indent=2
+        )
     params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     with ocp.StandardCheckpointer() as ckptr:
         ckptr.save(os.path.join(path, PARAMS_DIR), params)
@@ -76,8 +78,9 @@ def read_config(path: str):
     path = os.path.abspath(path)
     cfg_file = os.path.join(path, CONFIG_FILE)
     if not is_params_checkpoint(path):
-        raise FileNotFoundError(f"{path}: not a chartjax params checkpoint (needs {CONFIG_FILE} "
-                                f"and {PARAMS_DIR}/)")
+        raise FileNotFoundError(
+            f"{path}: not a chartjax params checkpoint (needs {CONFIG_FILE} and {PARAMS_DIR}/)"
+        )
     with open(cfg_file) as f:
         try:
             meta = json.load(f)
@@ -86,8 +89,7 @@ def read_config(path: str):
     families = _families()
     if not isinstance(meta, dict) or meta.get("family") not in families:
         family = meta.get("family") if isinstance(meta, dict) else None
-        raise ValueError(f"{cfg_file}: family must be one of {sorted(families)}, "
-                         f"got {family!r}")
+        raise ValueError(f"{cfg_file}: family must be one of {sorted(families)}, got {family!r}")
     cls = families[meta["family"]][0]
     try:
         return cls(**meta["config"])
@@ -128,9 +130,14 @@ def read_run_params(step_dir: str, like: dict) -> dict:
     restore_args = jax.tree.map(lambda a: ocp.ArrayRestoreArgs(sharding=a.sharding), target)
     mgr = ocp.CheckpointManager(os.path.dirname(step_dir), item_names=("state", "meta"))
     try:
-        out = mgr.restore(int(os.path.basename(step_dir)), args=ocp.args.Composite(
-            state=ocp.args.PyTreeRestore(item=target, restore_args=restore_args,
-                                         partial_restore=True)))
+        out = mgr.restore(
+            int(os.path.basename(step_dir)),
+            args=ocp.args.Composite(
+                state=ocp.args.PyTreeRestore(
+                    item=target, restore_args=restore_args, partial_restore=True
+                )
+            ),
+        )
     except ValueError as e:
         raise ValueError(f"{step_dir}: {e}") from None
     finally:
@@ -176,13 +183,15 @@ def run_config(step_dir: str, *, seed: int = 0):
     if not os.path.isfile(gin_file):
         raise FileNotFoundError(
             f"{step_dir}: a train-run checkpoint, but the run's gin config {gin_file} (which "
-            f"names the model) is missing; evaluate it with chartjax-eval and the run's gin files")
+            f"names the model) is missing; evaluate it with chartjax-eval and the run's gin files"
+        )
     import chartjax.gin_imports  # noqa: F401  (registers the configurables)
 
     gin.clear_config()
     try:
-        gin.parse_config_files_and_bindings([gin_file], [], skip_unknown=True,
-                                            finalize_config=False)
+        gin.parse_config_files_and_bindings(
+            [gin_file], [], skip_unknown=True, finalize_config=False
+        )
         try:
             ref = gin.query_parameter("train.model_fn")
         except ValueError:
@@ -195,8 +204,10 @@ def run_config(step_dir: str, *, seed: int = 0):
         gin.clear_config()
     cfg = getattr(abstract, "cfg", None)
     if not isinstance(cfg, T5Config | Pix2StructConfig):
-        raise ValueError(f"{gin_file}: train.model_fn builds {type(abstract).__name__}, not a "
-                         "T5 or Pix2Struct model")
+        raise ValueError(
+            f"{gin_file}: train.model_fn builds {type(abstract).__name__}, not a "
+            "T5 or Pix2Struct model"
+        )
     return cfg
 
 

@@ -26,7 +26,8 @@ FORMATS = ("t5x", "hf", "chartjax")
 LOOKED_FOR = (
     "t5x: a `checkpoint` msgpack file (or checkpoint_<step>/ subfolders holding one); "
     "hf: config.json + model.safetensors or pytorch_model.bin; "
-    "chartjax: config.json + params/, a train run's checkpoints/<step>/ folder, or a run workdir")
+    "chartjax: config.json + params/, a train run's checkpoints/<step>/ folder, or a run workdir"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +44,10 @@ def _is_t5x(path: str) -> bool:
 def _is_hf(path: str) -> bool:
     if not os.path.isfile(os.path.join(path, "config.json")):
         return False
-    return any(f.endswith(".safetensors") or re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin", f)
-               for f in os.listdir(path))
+    return any(
+        f.endswith(".safetensors") or re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin", f)
+        for f in os.listdir(path)
+    )
 
 
 def _latest(path: str, pattern: str, ok) -> str | None:
@@ -59,8 +62,9 @@ def _latest(path: str, pattern: str, ok) -> str | None:
 def locate(path: str, fmt: str = "auto") -> Located:
     """What `path` holds; with `fmt` given, checks that it holds that format."""
     if fmt != "auto" and fmt not in FORMATS:
-        raise ValueError(f"unknown checkpoint format {fmt!r}; choose from auto, "
-                         f"{', '.join(FORMATS)}")
+        raise ValueError(
+            f"unknown checkpoint format {fmt!r}; choose from auto, {', '.join(FORMATS)}"
+        )
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if not os.path.isdir(path):
@@ -76,9 +80,15 @@ def locate(path: str, fmt: str = "auto") -> Located:
         found.append(Located("chartjax", path))
     elif chartjax_ckpt.is_run_checkpoint(path):
         found.append(Located("chartjax", path, run=True))
-    elif (os.path.isdir(os.path.join(path, "checkpoints"))
-          and (sub := _latest(os.path.join(path, "checkpoints"), r"(\d+)",
-                              chartjax_ckpt.is_run_checkpoint)) is not None):
+    elif (
+        os.path.isdir(os.path.join(path, "checkpoints"))
+        and (
+            sub := _latest(
+                os.path.join(path, "checkpoints"), r"(\d+)", chartjax_ckpt.is_run_checkpoint
+            )
+        )
+        is not None
+    ):
         found.append(Located("chartjax", sub, run=True))
     if fmt != "auto":
         found = [f for f in found if f.fmt == fmt]
@@ -87,8 +97,9 @@ def locate(path: str, fmt: str = "auto") -> Located:
     if not found:
         raise ValueError(f"{path}: unknown checkpoint format (looked for {LOOKED_FOR})")
     if len(found) > 1:
-        raise ValueError(f"{path} looks like several formats "
-                         f"({', '.join(f.fmt for f in found)}); pass --format")
+        raise ValueError(
+            f"{path} looks like several formats ({', '.join(f.fmt for f in found)}); pass --format"
+        )
     return found[0]
 
 

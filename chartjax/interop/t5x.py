@@ -91,8 +91,9 @@ def read_raw(ckpt_dir: str) -> dict:
 
     path = os.path.join(ckpt_dir, CHECKPOINT_FILE)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no T5X `checkpoint` file (expected a checkpoint_<step> "
-                                "directory)")
+        raise FileNotFoundError(
+            f"{path}: no T5X `checkpoint` file (expected a checkpoint_<step> directory)"
+        )
     with open(path, "rb") as f:
         data = f.read()
     try:
@@ -197,18 +198,26 @@ def load_params(model, ckpt_dir: str, *, seed: int = 0) -> int:
     p2s = _is_pix2struct(model)
     flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
     wanted = {t5x_path(tuple(path), pix2struct=p2s): var for path, var in flat}
-    problems = [f"missing: {'/'.join(k)} {tuple(wanted[k].shape)}"
-                for k in sorted(set(wanted) - set(stored))]
-    problems += [f"unexpected: {'/'.join(k)} {leaf_shape(stored[k], ckpt_dir, where)}"
-                 for k in sorted(set(stored) - set(wanted))]
+    problems = [
+        f"missing: {'/'.join(k)} {tuple(wanted[k].shape)}"
+        for k in sorted(set(wanted) - set(stored))
+    ]
+    problems += [
+        f"unexpected: {'/'.join(k)} {leaf_shape(stored[k], ckpt_dir, where)}"
+        for k in sorted(set(stored) - set(wanted))
+    ]
     for k in sorted(set(wanted) & set(stored)):
         got = leaf_shape(stored[k], ckpt_dir, where)
         if got != tuple(wanted[k].shape):
-            problems.append(f"shape mismatch: {'/'.join(k)} is {got} in the checkpoint, "
-                            f"{tuple(wanted[k].shape)} in the model")
+            problems.append(
+                f"shape mismatch: {'/'.join(k)} is {got} in the checkpoint, "
+                f"{tuple(wanted[k].shape)} in the model"
+            )
     if problems:
-        raise ValueError(f"{where}: checkpoint does not match {type(model).__name__} "
-                         f"({len(problems)} problems):\n  " + "\n  ".join(problems))
+        raise ValueError(
+            f"{where}: checkpoint does not match {type(model).__name__} "
+            f"({len(problems)} problems):\n  " + "\n  ".join(problems)
+        )
     # Stream: the next array is read (tensorstore, in its own threads) while the current one is
     # cast and copied, so at most two arrays are in flight besides the model. `pop` drops our
     # reference so an inline array is freed once copied.
@@ -216,8 +225,9 @@ def load_params(model, ckpt_dir: str, *, seed: int = 0) -> int:
     pending = start_read(stored.pop(keys[0]), ckpt_dir, where) if keys else None
     for i, k in enumerate(keys):
         current = pending
-        pending = (start_read(stored.pop(keys[i + 1]), ckpt_dir, where)
-                   if i + 1 < len(keys) else None)
+        pending = (
+            start_read(stored.pop(keys[i + 1]), ckpt_dir, where) if i + 1 < len(keys) else None
+        )
         arr = current().astype(np.float32, copy=False)
         wanted[k].set_value(jnp.asarray(arr))
         del arr, current
@@ -275,27 +285,41 @@ def infer_config(ckpt_dir: str, *, dtype: str = "float32") -> T5Config | Pix2Str
     inner = shape("encoder", "layers_0", "attention", "query", "kernel")[1]
     gated = ("encoder", "layers_0", "mlp", "wi_0", "kernel") in stored
     mlp = shape("encoder", "layers_0", "mlp", "wi_0" if gated else "wi", "kernel")[1]
-    common = dict(emb_dim=emb, num_heads=heads, head_dim=inner // heads, mlp_dim=mlp,
-                  num_encoder_layers=n_layers("encoder"), num_decoder_layers=n_layers("decoder"),
-                  relative_attention_num_buckets=buckets,
-                  mlp_activations=("gelu", "linear") if gated else ("relu",),
-                  logits_via_embedding=("decoder", "logits_dense", "kernel") not in stored,
-                  dtype=dtype)
+    common = dict(
+        emb_dim=emb,
+        num_heads=heads,
+        head_dim=inner // heads,
+        mlp_dim=mlp,
+        num_encoder_layers=n_layers("encoder"),
+        num_decoder_layers=n_layers("decoder"),
+        relative_attention_num_buckets=buckets,
+        mlp_activations=("gelu", "linear") if gated else ("relu",),
+        logits_via_embedding=("decoder", "logits_dense", "kernel") not in stored,
+        dtype=dtype,
+    )
     if ("encoder", "token_embedder", "patch_projection", "kernel") in stored:
         pdim = shape("encoder", "token_embedder", "patch_projection", "kernel")[0]
         ps = math.isqrt(pdim // 3)
         if ps * ps * 3 != pdim:
             raise ValueError(f"{where}: patch_projection input {pdim} is not p*p*3")
         return Pix2StructConfig(
-            vocab_size=shape("decoder", "token_embedder", "embedding")[0], patch_size=ps,
-            max_position_embeddings=shape("encoder", "token_embedder", "embedders_0",
-                                          "pos_embedding")[0],
-            **common)
+            vocab_size=shape("decoder", "token_embedder", "embedding")[0],
+            patch_size=ps,
+            max_position_embeddings=shape(
+                "encoder", "token_embedder", "embedders_0", "pos_embedding"
+            )[0],
+            **common,
+        )
     return T5Config(vocab_size=shape("token_embedder", "embedding")[0], **common)
 
 
-def load(ckpt_dir: str, config: T5Config | Pix2StructConfig | None = None, *,
-         dtype: str = "float32", seed: int = 0):
+def load(
+    ckpt_dir: str,
+    config: T5Config | Pix2StructConfig | None = None,
+    *,
+    dtype: str = "float32",
+    seed: int = 0,
+):
     """Load a T5X `checkpoint_<step>` directory -> (chartjax model, config, step).
 
     Without `config` it is inferred from the shapes (see `infer_config`).
@@ -319,28 +343,60 @@ def chunk_shape(shape: tuple[int, ...], itemsize: int, chunk_bytes: int) -> list
     return chunks
 
 
-def write_zarr(arr: np.ndarray, ckpt_dir: str, name: str, *, layout: str,
-               chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict:
+def write_zarr(
+    arr: np.ndarray,
+    ckpt_dir: str,
+    name: str,
+    *,
+    layout: str,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> dict:
     """Write `arr` as zarr directory `ckpt_dir/name`; returns the spec dict t5x stores."""
     import tensorstore as ts
 
     dtype = np.dtype(arr.dtype).name  # "float32" or "bfloat16" (ml_dtypes)
-    meta = {"compressor": {"id": "gzip"}, "shape": list(arr.shape),
-            "chunks": chunk_shape(arr.shape, arr.dtype.itemsize, chunk_bytes)}
+    meta = {
+        "compressor": {"id": "gzip"},
+        "shape": list(arr.shape),
+        "chunks": chunk_shape(arr.shape, arr.dtype.itemsize, chunk_bytes),
+    }
     path = os.path.join(ckpt_dir, name)
-    store = ts.open({"driver": "zarr", "dtype": dtype, "metadata": meta,
-                     "kvstore": {"driver": "file", "path": path + "/"}},
-                    create=True, delete_existing=True).result()
+    store = ts.open(
+        {
+            "driver": "zarr",
+            "dtype": dtype,
+            "metadata": meta,
+            "kvstore": {"driver": "file", "path": path + "/"},
+        },
+        create=True,
+        delete_existing=True,
+    ).result()
     store.write(arr).result()
     if layout == "kvstore":
-        return {"driver": "zarr", "dtype": dtype, "kvstore": {"driver": "file", "path": name},
-                "metadata": meta}
-    return {"driver": "zarr", "dtype": dtype, "kvstore": {"driver": "gcs",
-            "bucket": "t5x-dummy-bucket"}, "path": name, "metadata": meta}
+        return {
+            "driver": "zarr",
+            "dtype": dtype,
+            "kvstore": {"driver": "file", "path": name},
+            "metadata": meta,
+        }
+    return {
+        "driver": "zarr",
+        "dtype": dtype,
+        "kvstore": {"driver": "gcs", "bucket": "t5x-dummy-bucket"},
+        "path": name,
+        "metadata": meta,
+    }
 
 
-def save(model, ckpt_dir: str, *, step: int = 0, dtype: str = "float32",
-         layout: str = "kvstore", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+def save(
+    model,
+    ckpt_dir: str,
+    *,
+    step: int = 0,
+    dtype: str = "float32",
+    layout: str = "kvstore",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> None:
     """Write `model` as a T5X checkpoint directory `ckpt_dir` (e.g. `.../checkpoint_1000`).
 
     Args:
@@ -366,15 +422,24 @@ def save(model, ckpt_dir: str, *, step: int = 0, dtype: str = "float32",
     for path, var in _params(model):
         tpath = t5x_path(path, pix2struct=p2s)
         arr = np.asarray(var[...]).astype(np_dtype)
-        leaf = arr if layout == "inline" else write_zarr(
-            arr, ckpt_dir, ".".join(("target", *tpath)), layout=layout, chunk_bytes=chunk_bytes)
+        leaf = (
+            arr
+            if layout == "inline"
+            else write_zarr(
+                arr, ckpt_dir, ".".join(("target", *tpath)), layout=layout, chunk_bytes=chunk_bytes
+            )
+        )
         del arr
         node = target
         for p in tpath[:-1]:
             node = node.setdefault(p, {})
         node[tpath[-1]] = leaf
-    tree = {"version": T5X_VERSION,
-            "optimizer": {"target": target,
-                          "state": {"step": np.asarray(step, np.int32), "param_states": {}}}}
+    tree = {
+        "version": T5X_VERSION,
+        "optimizer": {
+            "target": target,
+            "state": {"step": np.asarray(step, np.int32), "param_states": {}},
+        },
+    }
     with open(os.path.join(ckpt_dir, CHECKPOINT_FILE), "wb") as f:
         f.write(serialization.msgpack_serialize(tree))

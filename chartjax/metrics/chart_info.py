@@ -78,8 +78,12 @@ def _per_class_f(gt_sets: Mapping[str, set], pred_sets: Mapping[str, set]) -> tu
         hit = len(g & r)
         recall = hit / len(g)
         precision = hit / len(r) if r else 0.0
-        per_class[label] = {"precision": precision, "recall": recall, "f1": _f(precision, recall),
-                            "n": len(g)}  # fmt: skip
+        per_class[label] = {
+            "precision": precision,
+            "recall": recall,
+            "f1": _f(precision, recall),
+            "n": len(g),
+        }
     k = len(per_class)
     means = {m: sum(c[m] for c in per_class.values()) / k for m in ("f1", "precision", "recall")}
     return means, per_class
@@ -253,7 +257,7 @@ def task2(gt: Mapping[str, Any], pred: Mapping[str, Any], *, compat: str = "spec
             "recognition": rec,
             "hmean": _f(det, rec),
             "num_unannotated": skipped,
-        }  # fmt: skip
+        }
     )
 
 
@@ -395,7 +399,7 @@ def task4(
             "recall": recall,
             "f1": _f(precision, recall),
             "num_unannotated": skipped,
-        }  # fmt: skip
+        }
     )
 
 
@@ -452,7 +456,7 @@ def task5(gt: Mapping[str, Any], pred: Mapping[str, Any], *, compat: str = "spec
         scores.append(
             _image_task5(
                 truths[image_id].get("legend_pairs", []), res.get("legend_pairs", []), compat
-            )  # fmt: skip
+            )
             if image_id in pred
             else (0.0, 0.0)
         )
@@ -462,5 +466,5 @@ def task5(gt: Mapping[str, Any], pred: Mapping[str, Any], *, compat: str = "spec
             "score": float(arr[:, 0].mean()),
             "recall_score": float(arr[:, 1].mean()),
             "num_unannotated": skipped,
-        }  # fmt: skip
+        }
     )

@@ -189,11 +189,30 @@ def _image_6b(pred_series, gt_series, chart_type, version, alpha, beta1, beta2, 
     gp = [_points(s) for s in gt_series]
     pp = [_points(s) for s in pred_series]
     if kind == "continuous":
-        ds = [[continuous_f([(float(x), y) for x, y in p if _num(x) is not None],
-                            [(float(x), y) for x, y in g], version) for g in gp] for p in pp]  # fmt: skip
+        ds = [
+            [
+                continuous_f(
+                    [(float(x), y) for x, y in p if _num(x) is not None],
+                    [(float(x), y) for x, y in g],
+                    version,
+                )
+                for g in gp
+            ]
+            for p in pp
+        ]
     elif kind == "scatter":
-        ds = [[_scatter([(_num(x), y) for x, y in p if _num(x) is not None],
-                        [(float(x), y) for x, y in g], version, gamma) for g in gp] for p in pp]  # fmt: skip
+        ds = [
+            [
+                _scatter(
+                    [(_num(x), y) for x, y in p if _num(x) is not None],
+                    [(float(x), y) for x, y in g],
+                    version,
+                    gamma,
+                )
+                for g in gp
+            ]
+            for p in pp
+        ]
     else:
         b2, gm = (
             (gamma, beta2) if (kind == "box" and version == "chartinfo2020") else (beta2, gamma)
@@ -205,7 +224,7 @@ def _image_6b(pred_series, gt_series, chart_type, version, alpha, beta1, beta2, 
         [
             [ned(p.get("name", ""), g.get("name", ""), rule) ** alpha for g in gt_series]
             for p in pred_series
-        ]  # fmt: skip
+        ]
     ).reshape(len(pp), len(gp))
     if version == "icdar2019":
         cost = np.minimum(1 - ds / 2.0, 1 - (1 - names) * ds)
@@ -263,9 +282,15 @@ def task6b(
             per_image[image_id] = (0.0, 0.0, 0.0)
             continue
         per_image[image_id] = _image_6b(
-            res.get("data series", []), truths[image_id].get("data series", []), chart_type,
-            compat, alpha, beta1, beta2, gamma,
-        )  # fmt: skip
+            res.get("data series", []),
+            truths[image_id].get("data series", []),
+            chart_type,
+            compat,
+            alpha,
+            beta1,
+            beta2,
+            gamma,
+        )
     metrics, by_type = _aggregate(per_image, types, ("score", "name_score", "ds_score"))
     return Scores(
         metrics={**metrics, "num_unannotated": skipped}, breakdowns={"chart_type": by_type}
@@ -296,8 +321,17 @@ def _element_score(pred, gt, to_points, threshold) -> float:
         return 1.0
     if not pred or not gt:
         return 0.0
-    sim = np.array([[max(0.0, 1 - np.linalg.norm(to_points(p) - to_points(g), axis=-1).mean()
-                         / threshold) for g in gt] for p in pred])  # fmt: skip
+    sim = np.array(
+        [
+            [
+                max(
+                    0.0, 1 - np.linalg.norm(to_points(p) - to_points(g), axis=-1).mean() / threshold
+                )
+                for g in gt
+            ]
+            for p in pred
+        ]
+    )
     rows, cols = optimize.linear_sum_assignment(-sim)
     return float(sim[rows, cols].sum() / max(len(pred), len(gt)))
 
@@ -312,12 +346,14 @@ def _image_6a_spec(pred, gt, kind, threshold) -> float:
     if kind == "bars":
         return _element_score(pred.get("bars", []), gt.get("bars", []), _bar_corners, threshold)
     if kind == "boxplots":
-        return _element_score(pred.get("boxplots", []), gt.get("boxplots", []), _box_points,
-                              threshold)  # fmt: skip
+        return _element_score(
+            pred.get("boxplots", []), gt.get("boxplots", []), _box_points, threshold
+        )
     if kind == "scatter points":
         to_pt = lambda p: np.array([float(p["x"]), float(p["y"])])  # noqa: E731
-        return _element_score(_flat_points(pred.get(kind)), _flat_points(gt.get(kind)), to_pt,
-                              threshold)  # fmt: skip
+        return _element_score(
+            _flat_points(pred.get(kind)), _flat_points(gt.get(kind)), to_pt, threshold
+        )
     p_lines, g_lines = pred.get("lines", []) or [], gt.get("lines", []) or []
     if not p_lines and not g_lines:
         return 1.0
@@ -347,18 +383,37 @@ def _image_6a_2020(pred, gt, kind, min_dim, beta=1.0, gamma=1.0) -> float:
         g, p = gt.get(kind, []) or [], pred.get(kind, []) or []
         if not g and not p:
             return 1.0
-        cost = np.array([[min(1.0, np.abs(vec(gi) - vec(pj)).sum() / (0.05 * min_dim))
-                          for pj in p] for gi in g]).reshape(len(g), len(p))  # fmt: skip
+        cost = np.array(
+            [[min(1.0, np.abs(vec(gi) - vec(pj)).sum() / (0.05 * min_dim)) for pj in p] for gi in g]
+        ).reshape(len(g), len(p))
         # The script hands a similarity (1 - cost / beta) to a min-cost matcher: inverted.
         return max(0.0, hungarian_score(1 - cost / beta))
     if kind == "scatter points":  # [unverified] reconstructed from the reference's description
         g, p = gt.get(kind, []) or [], pred.get(kind, []) or []
         g_groups = g if g and isinstance(g[0], list) else [g]
         p_groups = p if p and isinstance(p[0], list) else [p]
-        score = np.array([[hungarian_score(np.fmin(1, spd.cdist(
-            np.array([[float(q["x"]), float(q["y"])] for q in pg]).reshape(-1, 2),
-            np.array([[float(q["x"]), float(q["y"])] for q in gg]).reshape(-1, 2)) / (min_dim * gamma)))
-            for pg in p_groups] for gg in g_groups])  # fmt: skip
+        score = np.array(
+            [
+                [
+                    hungarian_score(
+                        np.fmin(
+                            1,
+                            spd.cdist(
+                                np.array([[float(q["x"]), float(q["y"])] for q in pg]).reshape(
+                                    -1, 2
+                                ),
+                                np.array([[float(q["x"]), float(q["y"])] for q in gg]).reshape(
+                                    -1, 2
+                                ),
+                            )
+                            / (min_dim * gamma),
+                        )
+                    )
+                    for pg in p_groups
+                ]
+                for gg in g_groups
+            ]
+        )
         rows, cols = optimize.linear_sum_assignment(-score)
         return float(score[rows, cols].sum() / (len(g_groups) * beta))
     g, p = gt.get("lines", []) or [], pred.get("lines", []) or []

@@ -73,8 +73,10 @@ def chart_to_text_scores(
         cs = None
         if records is not None and titles is not None:
             golds = [r if isinstance(r, str) else r[0] for r in references]
-            cs = [content_selection(p, g, d, t)
-                  for p, g, d, t in zip(predictions, golds, records, titles)]  # fmt: skip
+            cs = [
+                content_selection(p, g, d, t)
+                for p, g, d, t in zip(predictions, golds, records, titles)
+            ]
             out.metrics["content_selection"] = fmean(cs)
         else:
             out.unavailable["content_selection"] = "references carry no data records and titles"

@@ -14,12 +14,26 @@ from pathlib import Path
 from chartjax.metrics import classification as C
 from chartjax.metrics.scores import Scores
 
-__all__ = ["LABELS", "chartcheck_scores", "explanation_scores", "parse_flan_t5", "parse_gold",
-           "parse_matcha"]  # fmt: skip
+__all__ = [
+    "LABELS",
+    "chartcheck_scores",
+    "explanation_scores",
+    "parse_flan_t5",
+    "parse_gold",
+    "parse_matcha",
+]
 
 LABELS = ("TRUE", "FALSE")
-_GOLD = {"true": "TRUE", "supports": "TRUE", "yes": "TRUE", "1": "TRUE",
-         "false": "FALSE", "refutes": "FALSE", "no": "FALSE", "0": "FALSE"}  # fmt: skip
+_GOLD = {
+    "true": "TRUE",
+    "supports": "TRUE",
+    "yes": "TRUE",
+    "1": "TRUE",
+    "false": "FALSE",
+    "refutes": "FALSE",
+    "no": "FALSE",
+    "0": "FALSE",
+}
 
 
 def parse_flan_t5(text: str) -> str | None:

@@ -47,18 +47,28 @@ class RNConfig:
 class ConvStack(nnx.Module):
     def __init__(self, cfg: RNConfig, *, glorot: bool, rngs: nnx.Rngs):
         # RN: truncated normal std 0.1, bias 0.1; CNN+LSTM: Glorot, zero bias (reference §4).
-        kinit = (nnx.initializers.glorot_uniform() if glorot
-                 else nnx.initializers.truncated_normal(0.1))
+        kinit = (
+            nnx.initializers.glorot_uniform() if glorot else nnx.initializers.truncated_normal(0.1)
+        )
         binit = nnx.initializers.zeros if glorot else nnx.initializers.constant(0.1)
         self.convs, self.norms = nnx.List(), nnx.List()
         cin = 3
         for _ in range(cfg.conv_layers):
-            self.convs.append(nnx.Conv(
-                cin, cfg.conv_channels, (3, 3), strides=(2, 2), padding="SAME",
-                kernel_init=P(kinit, (None, None, "conv_in", "conv_out")),
-                bias_init=P(binit, ("conv_out",)), rngs=rngs))
-            self.norms.append(nnx.BatchNorm(cfg.conv_channels, momentum=cfg.bn_momentum,
-                                            epsilon=1e-3, rngs=rngs))
+            self.convs.append(
+                nnx.Conv(
+                    cin,
+                    cfg.conv_channels,
+                    (3, 3),
+                    strides=(2, 2),
+                    padding="SAME",
+                    kernel_init=P(kinit, (None, None, "conv_in", "conv_out")),
+                    bias_init=P(binit, ("conv_out",)),
+                    rngs=rngs,
+                )
+            )
+            self.norms.append(
+                nnx.BatchNorm(cfg.conv_channels, momentum=cfg.bn_momentum, epsilon=1e-3, rngs=rngs)
+            )
             cin = cfg.conv_channels
 
     def __call__(self, images: jax.Array, *, train: bool) -> jax.Array:
@@ -71,9 +81,12 @@ class ConvStack(nnx.Module):
 
 class QuestionEncoder(nnx.Module):
     def __init__(self, cfg: RNConfig, embed_dim: int, *, rngs: nnx.Rngs):
-        self.embed = nnx.Embed(cfg.vocab_size, embed_dim,
-                               embedding_init=P(nnx.initializers.normal(1.0), ("vocab", "embed")),
-                               rngs=rngs)
+        self.embed = nnx.Embed(
+            cfg.vocab_size,
+            embed_dim,
+            embedding_init=P(nnx.initializers.normal(1.0), ("vocab", "embed")),
+            rngs=rngs,
+        )
         self.lstm = nnx.RNN(nnx.LSTMCell(embed_dim, cfg.lstm_dim, rngs=rngs), return_carry=True)
         self.lstm_dim = cfg.lstm_dim
 
@@ -81,15 +94,19 @@ class QuestionEncoder(nnx.Module):
         # An explicit zero carry: LSTMCell would otherwise draw its (zero) init from an RNG
         # stream, which cannot be mutated from inside the RNN's scan.
         zeros = jnp.zeros((tokens.shape[0], self.lstm_dim), jnp.float32)
-        (c, h), _ = self.lstm(self.embed(tokens), initial_carry=(zeros, zeros),
-                              seq_lengths=lengths)
+        (c, h), _ = self.lstm(self.embed(tokens), initial_carry=(zeros, zeros), seq_lengths=lengths)
         return jnp.concatenate([c, h], axis=-1)  # [batch, 2 * lstm_dim]
 
 
 def _dense(din, dout, axes, rngs, init=None):
     init = init or nnx.initializers.lecun_normal()
-    return nnx.Linear(din, dout, kernel_init=P(init, axes),
-                      bias_init=P(nnx.initializers.zeros, (axes[1],)), rngs=rngs)
+    return nnx.Linear(
+        din,
+        dout,
+        kernel_init=P(init, axes),
+        bias_init=P(nnx.initializers.zeros, (axes[1],)),
+        rngs=rngs,
+    )
 
 
 class Head(nnx.Module):
@@ -117,13 +134,28 @@ class RelationNetwork(nnx.Module):
         # summed, which is the same affine map as on the concatenation but costs O(n) instead
         # of O(n^2) matmuls for that layer.
         self.g_obj_j = _dense(obj_dim, cfg.g_dim, (None, "mlp"), rngs)
-        self.g_obj_i = nnx.Linear(obj_dim, cfg.g_dim, use_bias=False, kernel_init=P(
-            nnx.initializers.lecun_normal(), (None, "mlp")), rngs=rngs)
-        self.g_q = nnx.Linear(q_dim, cfg.g_dim, use_bias=False, kernel_init=P(
-            nnx.initializers.lecun_normal(), ("embed", "mlp")), rngs=rngs)
-        self.g_rest = nnx.List([
-            _dense(cfg.g_dim, cfg.g_dim, ("mlp", "embed") if k % 2 == 0 else ("embed", "mlp"),
-                   rngs) for k in range(cfg.g_layers - 1)])
+        self.g_obj_i = nnx.Linear(
+            obj_dim,
+            cfg.g_dim,
+            use_bias=False,
+            kernel_init=P(nnx.initializers.lecun_normal(), (None, "mlp")),
+            rngs=rngs,
+        )
+        self.g_q = nnx.Linear(
+            q_dim,
+            cfg.g_dim,
+            use_bias=False,
+            kernel_init=P(nnx.initializers.lecun_normal(), ("embed", "mlp")),
+            rngs=rngs,
+        )
+        self.g_rest = nnx.List(
+            [
+                _dense(
+                    cfg.g_dim, cfg.g_dim, ("mlp", "embed") if k % 2 == 0 else ("embed", "mlp"), rngs
+                )
+                for k in range(cfg.g_layers - 1)
+            ]
+        )
         self.f = Head(cfg.g_dim, cfg.f_dim, cfg, rngs=rngs)
 
     def objects(self, images: jax.Array, *, train: bool) -> jax.Array:
@@ -131,8 +163,9 @@ class RelationNetwork(nnx.Module):
         b, h, w, c = fmap.shape
         rows, cols = jnp.meshgrid(jnp.arange(h) / h, jnp.arange(w) / w, indexing="ij")
         coords = jnp.stack([rows, cols], -1).reshape(1, h * w, 2)
-        return jnp.concatenate([fmap.reshape(b, h * w, c),
-                                jnp.broadcast_to(coords, (b, h * w, 2))], axis=-1)
+        return jnp.concatenate(
+            [fmap.reshape(b, h * w, c), jnp.broadcast_to(coords, (b, h * w, 2))], axis=-1
+        )
 
     def __call__(self, batch: dict, *, train: bool) -> jax.Array:
         objs = self.objects(batch["image"], train=train)  # [batch, n, obj_dim]

@@ -161,8 +161,13 @@ def generate(
     tb.check_caps(max_categories, max_topics)  # before any folder or worker
     for sub in ("png", "json_gt", "tables"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
-    options = dict(types=chart_types, compress_level=compress_level, size=size,
-                   max_categories=max_categories, max_topics=max_topics)
+    options = dict(
+        types=chart_types,
+        compress_level=compress_level,
+        size=size,
+        max_categories=max_categories,
+        max_topics=max_topics,
+    )
     jobs = [(out, seed, i, options) for i in range(start, start + num)]
     if workers <= 1:
         return Counter(map(_write_job, jobs))

@@ -187,19 +187,34 @@ def draw_legend(fig, legend: Legend, names, colors, kinds, style: Style) -> None
             swatch = Rectangle((x, yc - hh / 2), hl, hh, facecolor=color, transform=ident)
         elif kind == "marker":
             swatch = Line2D(
-                [x + hl / 2], [yc], color=color, marker="o", markersize=MARKER_SIZE,
-                linestyle="none", transform=ident,
-            )  # fmt: skip
+                [x + hl / 2],
+                [yc],
+                color=color,
+                marker="o",
+                markersize=MARKER_SIZE,
+                linestyle="none",
+                transform=ident,
+            )
         else:
             swatch = Line2D(
-                [x, x + hl], [yc, yc], color=color, linestyle=kind, linewidth=LINE_WIDTH,
+                [x, x + hl],
+                [yc, yc],
+                color=color,
+                linestyle=kind,
+                linewidth=LINE_WIDTH,
                 transform=ident,
-            )  # fmt: skip
+            )
         swatch.set_zorder(6)
         text = Text(
-            x + hl + _TEXT_PAD * em, yc, name, fontsize=style.font_size, va="center",
-            ha="left", transform=ident, zorder=6,
-        )  # fmt: skip
+            x + hl + _TEXT_PAD * em,
+            yc,
+            name,
+            fontsize=style.font_size,
+            va="center",
+            ha="left",
+            transform=ident,
+            zorder=6,
+        )
         fig.add_artist(swatch)
         fig.add_artist(text)
         legend.swatches.append(swatch)

@@ -35,19 +35,60 @@ MODES = ("task1", "task3", "task6b")
 # official strings, corpora reference §3.3-3.4).
 CLASSES = {
     "synthetic_2019": (
-        "pie", "donut", "vertical_box", "horizontal_box", "grouped_vertical_bar",
-        "grouped_horizontal_bar", "stacked_vertical_bar", "stacked_horizontal_bar", "line",
-        "scatter"),
+        "pie",
+        "donut",
+        "vertical_box",
+        "horizontal_box",
+        "grouped_vertical_bar",
+        "grouped_horizontal_bar",
+        "stacked_vertical_bar",
+        "stacked_horizontal_bar",
+        "line",
+        "scatter",
+    ),
     "pmc_2020": (
-        "horizontal_bar", "vertical_bar", "vertical_box", "horizontal_box", "horizontal_interval",
-        "vertical_interval", "manhattan", "map", "surface", "venn", "scatter", "pie", "line",
-        "scatter_line", "area", "heatmap"),
-}  # fmt: skip
+        "horizontal_bar",
+        "vertical_bar",
+        "vertical_box",
+        "horizontal_box",
+        "horizontal_interval",
+        "vertical_interval",
+        "manhattan",
+        "map",
+        "surface",
+        "venn",
+        "scatter",
+        "pie",
+        "line",
+        "scatter_line",
+        "area",
+        "heatmap",
+    ),
+}
 # Synthetic roles first (metrics reference §3.3), then the PMC additions.
-ROLES = ("chart_title", "axis_title", "tick_label", "legend_label", "legend_title",
-         "tick_grouping", "value_label", "mark_label", "other")  # fmt: skip
-TASK3_KEYS = ("id", "image", "chart_type", "has_task2", "has_task3", "text_blocks.id",
-              "text_blocks.text", "text_blocks.bbox", "text_roles.id", "text_roles.role")
+ROLES = (
+    "chart_title",
+    "axis_title",
+    "tick_label",
+    "legend_label",
+    "legend_title",
+    "tick_grouping",
+    "value_label",
+    "mark_label",
+    "other",
+)
+TASK3_KEYS = (
+    "id",
+    "image",
+    "chart_type",
+    "has_task2",
+    "has_task3",
+    "text_blocks.id",
+    "text_blocks.text",
+    "text_blocks.bbox",
+    "text_roles.id",
+    "text_roles.role",
+)
 TASK1_KEYS = ("id", "chart_type", "has_task1", "has_task6", "data_series_json")
 
 
@@ -100,9 +141,13 @@ def table_series(text: str, chart_type: str, box_layout: str = "dict") -> list[d
     names = list(table.header[1:])
     if chart_type == "scatter" and len(names) == 1:
         names = [""]
-    return [{"name": name, "data": [{"x": row[0], "y": row[j]} for row in rows
-                                    if len(row) > j and row[j] != ""]}
-            for j, name in enumerate(names, start=1)]  # fmt: skip
+    return [
+        {
+            "name": name,
+            "data": [{"x": row[0], "y": row[j]} for row in rows if len(row) > j and row[j] != ""],
+        }
+        for j, name in enumerate(names, start=1)
+    ]
 
 
 def _box_layout(series: list[dict]) -> str:
@@ -119,12 +164,13 @@ def _image_size(data: bytes) -> tuple[int, int]:
         return im.size
 
 
-def task3_prompt(chart_type: str, text: str, bbox: Sequence[float], size: tuple[int, int]
-                 ) -> str:
+def task3_prompt(chart_type: str, text: str, bbox: Sequence[float], size: tuple[int, int]) -> str:
     w, h = size
     x0, y0, bw, bh = bbox
-    return (f"chart: {chart_type} | text: {deplot.block_text(text)} | box: x={x0 / w:.2f} "
-            f"y={y0 / h:.2f} w={bw / w:.2f} h={bh / h:.2f}")
+    return (
+        f"chart: {chart_type} | text: {deplot.block_text(text)} | box: x={x0 / w:.2f} "
+        f"y={y0 / h:.2f} w={bw / w:.2f} h={bh / h:.2f}"
+    )
 
 
 def task3_records(example: dict) -> list[dict]:
@@ -133,15 +179,23 @@ def task3_records(example: dict) -> list[dict]:
     roles = dict(zip(example["text_roles.id"], example["text_roles.role"]))
     size = _image_size(example["image"])
     out = []
-    for block_id, text, bbox in zip(example["text_blocks.id"], example["text_blocks.text"],
-                                    example["text_blocks.bbox"]):
+    for block_id, text, bbox in zip(
+        example["text_blocks.id"], example["text_blocks.text"], example["text_blocks.bbox"]
+    ):
         if block_id not in roles:
             continue
-        out.append({"id": f"{example['id']}/{block_id}",
-                    "prompt": task3_prompt(example["chart_type"], text, bbox, size),
-                    "target": roles[block_id],
-                    "meta": {"chart": example["id"], "block": int(block_id),
-                             "chart_type": example["chart_type"]}})  # fmt: skip
+        out.append(
+            {
+                "id": f"{example['id']}/{block_id}",
+                "prompt": task3_prompt(example["chart_type"], text, bbox, size),
+                "target": roles[block_id],
+                "meta": {
+                    "chart": example["id"],
+                    "block": int(block_id),
+                    "chart_type": example["chart_type"],
+                },
+            }
+        )
     return out
 
 
@@ -152,21 +206,31 @@ def task1_records(example: dict) -> list[dict]:
         return []
     text = example["data_series_json"]
     series = json.loads(text) if example["has_task6"] and text else None
-    return [{"id": example["id"], "prompt": "", "target": example["chart_type"],
-             "meta": {"num_series": None if series is None else len(series)}}]  # fmt: skip
+    return [
+        {
+            "id": example["id"],
+            "prompt": "",
+            "target": example["chart_type"],
+            "meta": {"num_series": None if series is None else len(series)},
+        }
+    ]
 
 
 def count_skipped(builder_dir: str, split: str, mode: str) -> dict[str, int]:
     """num_unannotated (+ num_blocks_without_role for task 3) over the whole split."""
     if mode != "task3":
-        return {"num_unannotated": deplot.count_unannotated(
-            builder_dir, split, 1 if mode == "task1" else 6)}
+        return {
+            "num_unannotated": deplot.count_unannotated(
+                builder_dir, split, 1 if mode == "task1" else 6
+            )
+        }
     import numpy as np
     import tensorflow_datasets as tfds
 
     builder = tfds.builder_from_directory(builder_dir)
-    ds = builder.as_dataset(split=split, shuffle_files=False,
-                            decoders={"image": tfds.decode.SkipDecoding()})
+    ds = builder.as_dataset(
+        split=split, shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
+    )
     charts = blocks = 0
     for ex in ds.as_numpy_iterator():
         if not (ex["has_task2"] and ex["has_task3"]):
@@ -184,12 +248,17 @@ def task1_scores(texts, records, classes, compat):
 
     mapped = [nearest_class(t, classes) for t in texts]
     gt = {r["id"]: {"task1": {"output": {"chart_type": _spaced(r["target"])}}} for r in records}
-    pred = {r["id"]: {"task1": {"output": {"chart_type": _spaced(label)}}}
-            for r, (label, _) in zip(records, mapped)}
+    pred = {
+        r["id"]: {"task1": {"output": {"chart_type": _spaced(label)}}}
+        for r, (label, _) in zip(records, mapped)
+    }
     # 2019 single_bars.txt rule [inferred]: grouped/stacked bars with one data series.
-    ambiguous = {r["id"] for r in records
-                 if r["meta"].get("num_series") == 1 and ("grouped" in r["target"]
-                                                          or "stacked" in r["target"])}
+    ambiguous = {
+        r["id"]
+        for r in records
+        if r["meta"].get("num_series") == 1
+        and ("grouped" in r["target"] or "stacked" in r["target"])
+    }
     scores = ci.task1(gt, pred, compat=compat, ambiguous_ids=ambiguous)
     scores.metrics["num_inexact"] = sum(not exact for _, exact in mapped)
     return scores, [{"label": label} for label, _ in mapped]
@@ -207,8 +276,9 @@ def task3_scores(texts, records, compat):
             doc.setdefault(chart, {"task3": {"output": {"text_roles": []}}})
             doc[chart]["task3"]["output"]["text_roles"].append({"id": block, "role": role})
     scores = ci.task3(gt, pred, compat=compat)
-    scores.metrics["accuracy"] = sum(label == r["target"]
-                                     for r, (label, _) in zip(records, mapped)) / len(records)
+    scores.metrics["accuracy"] = sum(
+        label == r["target"] for r, (label, _) in zip(records, mapped)
+    ) / len(records)
     scores.metrics["num_inexact"] = sum(not exact for _, exact in mapped)
     scores.metrics["num_charts"] = len(gt)
     return scores, [{"label": label} for label, _ in mapped]
@@ -221,13 +291,16 @@ def task6b_scores(texts, records, compat):
     gt, pred = {}, {}
     for text, r in zip(texts, records):
         meta = r["meta"]
-        gt[r["id"]] = {"task1": {"output": {"chart_type": meta["chart_type_raw"]}},
-                       "task6": {"output": {"data series": meta["data_series"]}}}
+        gt[r["id"]] = {
+            "task1": {"output": {"chart_type": meta["chart_type_raw"]}},
+            "task6": {"output": {"data series": meta["data_series"]}},
+        }
         series = table_series(text, meta["chart_type"], _box_layout(meta["data_series"]))
         pred[r["id"]] = {"task6": {"output": {"data series": series}}}
     s6 = ci.task6b(gt, pred, compat=compat)
-    scores.metrics.update({f"task6b_{k}": v for k, v in s6.metrics.items()
-                           if k != "num_unannotated"})
+    scores.metrics.update(
+        {f"task6b_{k}": v for k, v in s6.metrics.items() if k != "num_unannotated"}
+    )
     scores.breakdowns["task6b_chart_type"] = s6.breakdowns["chart_type"]
     return scores, extra
 
@@ -237,12 +310,19 @@ def task6b_scores(texts, records, compat):
 
 @register("chart_info")
 @gin.configurable("chart_info_task")
-def make_task(data_dir: str = "~/tensorflow_datasets", mode: str = "task1",
-              config: str = "synthetic_2019", train_split: str = "train[:95%]",
-              eval_splits: Sequence[str] = ("train[95%:]",), compat: str = "spec",
-              classes: Sequence[str] | None = None, prompt: str = deplot.PROMPT,
-              shuffle_buffer: int = 10_000, features: seq2seq.Features | None = None,
-              decoding: seq2seq.Decoding | None = None) -> Task:
+def make_task(
+    data_dir: str = "~/tensorflow_datasets",
+    mode: str = "task1",
+    config: str = "synthetic_2019",
+    train_split: str = "train[:95%]",
+    eval_splits: Sequence[str] = ("train[95%:]",),
+    compat: str = "spec",
+    classes: Sequence[str] | None = None,
+    prompt: str = deplot.PROMPT,
+    shuffle_buffer: int = 10_000,
+    features: seq2seq.Features | None = None,
+    decoding: seq2seq.Decoding | None = None,
+) -> Task:
     """CHART-Info task `mode` over `chart_info/<config>` (only `train` is built: the default
     holds out its last 5 %). `compat` selects the metric flavour (metrics.chart_info);
     `classes` (task 1) defaults to the config's class list; `prompt` is task 6b's header."""
@@ -282,13 +362,24 @@ def make_task(data_dir: str = "~/tensorflow_datasets", mode: str = "task1",
         else:
             scores, extra = task6b_scores(texts, records, compat)
         if split not in skipped:  # the data does not change between evaluations
-            skipped[split] = count_skipped(pipeline.tfds_builder_dir(dataset, data_dir), split,
-                                           mode)
+            skipped[split] = count_skipped(
+                pipeline.tfds_builder_dir(dataset, data_dir), split, mode
+            )
         scores.metrics.update(skipped[split])
         return scores, extra
 
     return seq2seq.make_task(
-        name=f"chart_info_{mode}", dataset=dataset, data_dir=data_dir, train_split=train_split,
-        eval_splits=tuple(eval_splits), field_keys=keys, expand=expand, score_fn=score_fn,
-        features=features, decoding=decoding, shuffle_buffer=shuffle_buffer,
-        encoded_keys=encoded, info={"mode": mode, "classes": class_list})  # fmt: skip
+        name=f"chart_info_{mode}",
+        dataset=dataset,
+        data_dir=data_dir,
+        train_split=train_split,
+        eval_splits=tuple(eval_splits),
+        field_keys=keys,
+        expand=expand,
+        score_fn=score_fn,
+        features=features,
+        decoding=decoding,
+        shuffle_buffer=shuffle_buffer,
+        encoded_keys=encoded,
+        info={"mode": mode, "classes": class_list},
+    )

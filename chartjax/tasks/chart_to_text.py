@@ -71,8 +71,15 @@ def table_text(prediction: str, table_format: str) -> str:
     return records_from_table(header, table.rows)
 
 
-def make_expand(mode: str, config: str, *, table_format: str = "records",
-                prefix: str = PREFIX, separator: str = SEPARATOR, table_for=None):
+def make_expand(
+    mode: str,
+    config: str,
+    *,
+    table_format: str = "records",
+    prefix: str = PREFIX,
+    separator: str = SEPARATOR,
+    table_for=None,
+):
     """expand(example) -> [record]; `table_for(id)` gives DePlot's table (deplot_t5)."""
 
     def expand(ex: dict) -> list[dict]:
@@ -84,9 +91,12 @@ def make_expand(mode: str, config: str, *, table_format: str = "records",
         elif mode == "ocr_t5":
             data = ocr_text(ex, config)
         prompt = "" if mode == "image" else f"{prefix}{title}{separator}{data}"
-        meta = {"chart_type": ex["chart_type"], "complexity": COMPLEXITY[int(ex["complexity"])],
-                "title": title,
-                "cs_data": ex["table.records"] if config == "statista" else ex["ocr_data"]}
+        meta = {
+            "chart_type": ex["chart_type"],
+            "complexity": COMPLEXITY[int(ex["complexity"])],
+            "title": title,
+            "cs_data": ex["table.records"] if config == "statista" else ex["ocr_data"],
+        }
         return [{"id": eid, "prompt": prompt, "target": ex["summary"], "meta": meta}]
 
     return expand
@@ -96,12 +106,18 @@ def make_score_fn(*, bleurt_checkpoint=None, ppl_model=None, bleu_tokenize: str 
     def score_fn(texts, records, split):
         metas = [r["meta"] for r in records]
         scores = chart_to_text_scores(
-            texts, [r["target"] for r in records],
-            records=[m["cs_data"] for m in metas], titles=[m["title"] for m in metas],
-            groups={"chart_type": [m["chart_type"] for m in metas],
-                    "complexity": [m["complexity"] for m in metas]},
-            bleu_tokenize=bleu_tokenize, bleurt_checkpoint=bleurt_checkpoint,
-            ppl_model=ppl_model)
+            texts,
+            [r["target"] for r in records],
+            records=[m["cs_data"] for m in metas],
+            titles=[m["title"] for m in metas],
+            groups={
+                "chart_type": [m["chart_type"] for m in metas],
+                "complexity": [m["complexity"] for m in metas],
+            },
+            bleu_tokenize=bleu_tokenize,
+            bleurt_checkpoint=bleurt_checkpoint,
+            ppl_model=ppl_model,
+        )
         return scores, None
 
     return score_fn
@@ -109,14 +125,25 @@ def make_score_fn(*, bleurt_checkpoint=None, ppl_model=None, bleu_tokenize: str 
 
 @register("chart_to_text")
 @gin.configurable("chart_to_text_task")
-def make_task(data_dir: str = "~/tensorflow_datasets", config: str = "statista",
-              mode: str = "tab_t5", *, train_split: str = "train",
-              eval_splits: tuple[str, ...] = ("validation", "test"),
-              tables_file: str | None = None, table_format: str = "records",
-              prefix: str = PREFIX, separator: str = SEPARATOR,
-              bleurt_checkpoint: str | None = None, ppl_model: str | None = None,
-              bleu_tokenize: str = "13a", shuffle_buffer: int = 10_000,
-              check_files: bool = True, features=None, decoding=None) -> Task:
+def make_task(
+    data_dir: str = "~/tensorflow_datasets",
+    config: str = "statista",
+    mode: str = "tab_t5",
+    *,
+    train_split: str = "train",
+    eval_splits: tuple[str, ...] = ("validation", "test"),
+    tables_file: str | None = None,
+    table_format: str = "records",
+    prefix: str = PREFIX,
+    separator: str = SEPARATOR,
+    bleurt_checkpoint: str | None = None,
+    ppl_model: str | None = None,
+    bleu_tokenize: str = "13a",
+    shuffle_buffer: int = 10_000,
+    check_files: bool = True,
+    features=None,
+    decoding=None,
+) -> Task:
     """The Chart-to-Text task on `config` in `mode` (see the module docstring).
 
     `check_files`: before anything runs, `tables_file` must hold every id of the training and
@@ -134,17 +161,37 @@ def make_task(data_dir: str = "~/tensorflow_datasets", config: str = "statista",
             return str(lookup(rows, eid, tables_file, "tables_file")["prediction"])
 
         if check_files:
-            check_ids(pipeline.tfds_builder_dir(dataset, data_dir),
-                      sorted({train_split, *eval_splits}), rows, tables_file, "tables_file")
-    expand = make_expand(mode, config, table_format=table_format, prefix=prefix,
-                         separator=separator, table_for=table_for)
+            check_ids(
+                pipeline.tfds_builder_dir(dataset, data_dir),
+                sorted({train_split, *eval_splits}),
+                rows,
+                tables_file,
+                "tables_file",
+            )
+    expand = make_expand(
+        mode,
+        config,
+        table_format=table_format,
+        prefix=prefix,
+        separator=separator,
+        table_for=table_for,
+    )
     return seq2seq.make_task(
-        name="chart_to_text", dataset=dataset, data_dir=data_dir, train_split=train_split,
-        eval_splits=eval_splits, field_keys=COMMON_KEYS + CONFIG_KEYS[config], expand=expand,
-        score_fn=make_score_fn(bleurt_checkpoint=bleurt_checkpoint, ppl_model=ppl_model,
-                               bleu_tokenize=bleu_tokenize),
-        features=features, decoding=decoding, shuffle_buffer=shuffle_buffer,
-        info={"mode": mode, "config": config})
+        name="chart_to_text",
+        dataset=dataset,
+        data_dir=data_dir,
+        train_split=train_split,
+        eval_splits=eval_splits,
+        field_keys=COMMON_KEYS + CONFIG_KEYS[config],
+        expand=expand,
+        score_fn=make_score_fn(
+            bleurt_checkpoint=bleurt_checkpoint, ppl_model=ppl_model, bleu_tokenize=bleu_tokenize
+        ),
+        features=features,
+        decoding=decoding,
+        shuffle_buffer=shuffle_buffer,
+        info={"mode": mode, "config": config},
+    )
 
 
 def _check_args(config, mode, table_format, features, tables_file):
@@ -154,12 +201,18 @@ def _check_args(config, mode, table_format, features, tables_file):
 
     need(config in CONFIGS, f"config {config!r} is not one of {CONFIGS}")
     need(mode in MODES, f"mode {mode!r} is not one of {MODES}")
-    need(table_format in TABLE_FORMATS,
-         f"table_format {table_format!r} is not one of {TABLE_FORMATS}")
-    need(not (mode == "tab_t5" and config == "pew"),
-         "mode 'tab_t5' needs gold data tables, which Pew does not have (use ocr_t5 or deplot_t5)")
+    need(
+        table_format in TABLE_FORMATS,
+        f"table_format {table_format!r} is not one of {TABLE_FORMATS}",
+    )
+    need(
+        not (mode == "tab_t5" and config == "pew"),
+        "mode 'tab_t5' needs gold data tables, which Pew does not have (use ocr_t5 or deplot_t5)",
+    )
     want = "image" if mode == "image" else "text"
-    need(features.modality == want,
-         f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}")
+    need(
+        features.modality == want,
+        f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}",
+    )
     if mode == "deplot_t5":
         need(tables_file, "mode 'deplot_t5' needs tables_file (DePlot predictions.jsonl)")

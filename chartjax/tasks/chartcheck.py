@@ -62,47 +62,71 @@ from chartjax.metrics.scores import Scores
 from chartjax.tasks import seq2seq
 from chartjax.tasks.registry import Task, register
 
-MODES = ("matcha_class", "matcha_multi", "matcha_5050", "flan_class", "flan_multi",
-         "flan_explain_gold", "flan_explain_pred")
+MODES = (
+    "matcha_class",
+    "matcha_multi",
+    "matcha_5050",
+    "flan_class",
+    "flan_multi",
+    "flan_explain_gold",
+    "flan_explain_pred",
+)
 # The builder's example ids start with the CSV stem (DESIGN.md §8).
-SPLIT_OF_STEM = {"train": "train", "val": "validation", "test": "test_one",
-                 "test_two": "test_two"}
+SPLIT_OF_STEM = {"train": "train", "val": "validation", "test": "test_one", "test_two": "test_two"}
 FIELD_KEYS = ("id", "caption", "claim", "label", "explanation", "chart_type", "reasoning_types")
 SUPPORTS = 1  # ClassLabel index of "supports" in the builder (refutes = 0)
 
-MATCHA_CLASS = ("The chart below has the following caption: {caption}. Given the caption and the "
-                "chart below, is the following claim true: {claim}?")
+MATCHA_CLASS = (
+    "The chart below has the following caption: {caption}. Given the caption and the "
+    "chart below, is the following claim true: {claim}?"
+)
 MATCHA_ZERO_SHOT_SCRIPT = "is the following claim supported by the chart: {claim} (Yes/No)"
 EXPLAIN_WHY = " Explain why?"
-FLAN_CLASS = ("Classify if claim '{claim}' is true or false given this caption: {caption} and "
-              "this table: {table}.\n Answer:")
-FLAN_MULTI = ("Classify and explain if claim '{claim}' is true or false given this caption: "
-              "{caption} and this table: {table}.\n Answer:")
-FLAN_EXPLAIN = ("Explain why '{claim}' is {label} given this caption: {caption} and table: "
-                "{table}.")
+FLAN_CLASS = (
+    "Classify if claim '{claim}' is true or false given this caption: {caption} and "
+    "this table: {table}.\n Answer:"
+)
+FLAN_MULTI = (
+    "Classify and explain if claim '{claim}' is true or false given this caption: "
+    "{caption} and this table: {table}.\n Answer:"
+)
+FLAN_EXPLAIN = "Explain why '{claim}' is {label} given this caption: {caption} and table: {table}."
 # The authors' instruction prefixes (classification_explanation_flanT5.py, as written there,
 # trailing spaces included); the prompt follows after one space.
-FLAN_ZERO_PREFIX = ("\nGiven a claim, a table and it's caption, decide if the claim is true or "
-                    "false. \n\nComplete the following:\n\n")
-_FEW_HEAD = ("\nGiven a claim, a table and it's caption, decide if the claim is true or false. "
-             "\n\nExamples: \n")
+FLAN_ZERO_PREFIX = (
+    "\nGiven a claim, a table and it's caption, decide if the claim is true or "
+    "false. \n\nComplete the following:\n\n"
+)
+_FEW_HEAD = (
+    "\nGiven a claim, a table and it's caption, decide if the claim is true or false. "
+    "\n\nExamples: \n"
+)
 _FEW_TAIL = "\nComplete the following:\n"
-_FEW_EXAMPLE = ("Classify and explain if claim '{claim}' is true or false given this caption: "
-                "'{caption}' and this table: '{table}'.\nAnswer: {label}. {explanation}")
-_ROMANIA = dict(caption="Electricity production in Romania by source of energy.",
-                table="TITLE | \n Other | 2 \n Hydro | 36% \n Coal | 33% \n Nuclear | 19% \n "
-                      "Gas | 10%")
+_FEW_EXAMPLE = (
+    "Classify and explain if claim '{claim}' is true or false given this caption: "
+    "'{caption}' and this table: '{table}'.\nAnswer: {label}. {explanation}"
+)
+_ROMANIA = dict(
+    caption="Electricity production in Romania by source of energy.",
+    table="TITLE | \n Other | 2 \n Hydro | 36% \n Coal | 33% \n Nuclear | 19% \n Gas | 10%",
+)
 OFFICIAL_FEW_SHOT = [
-    dict(_ROMANIA, claim="Coal is the second-lowest source of energy for electricity production "
-                         "in Romania.", label="false",
-         explanation="The chart shows that Coal contributes to 33% of the electricity production "
-                     "in Romania, which is the second-highest percentage among all the sources "
-                     "of energy listed in the chart."),
-    dict(_ROMANIA, claim="Hydro is the primary source of energy for electricity production in "
-                         "Romania.", label="true",
-         explanation="The chart shows that Hydro contributes to 36% of the electricity production "
-                     "in Romania, which is the highest percentage among all the sources of energy "
-                     "listed in the chart. "),
+    dict(
+        _ROMANIA,
+        claim="Coal is the second-lowest source of energy for electricity production in Romania.",
+        label="false",
+        explanation="The chart shows that Coal contributes to 33% of the electricity production "
+        "in Romania, which is the second-highest percentage among all the sources "
+        "of energy listed in the chart.",
+    ),
+    dict(
+        _ROMANIA,
+        claim="Hydro is the primary source of energy for electricity production in Romania.",
+        label="true",
+        explanation="The chart shows that Hydro contributes to 36% of the electricity production "
+        "in Romania, which is the highest percentage among all the sources of energy "
+        "listed in the chart. ",
+    ),
 ]
 
 
@@ -130,8 +154,9 @@ def read_id_rows(path: str, what: str) -> dict[str, dict]:
     rows = {}
     for n, row in enumerate(report.read_jsonl(path), start=1):
         if "id" not in row or "prediction" not in row:
-            raise ValueError(f"{what} {path}: object {n} (blank lines skipped) lacks 'id' or "
-                             "'prediction'")
+            raise ValueError(
+                f"{what} {path}: object {n} (blank lines skipped) lacks 'id' or 'prediction'"
+            )
         rows[str(row["id"])] = row
     if not rows:
         raise ValueError(f"{what} {path}: no rows")
@@ -153,7 +178,7 @@ def format_table(prediction: str, table_format: str) -> str:
 
 
 def predicted_label(row: dict) -> str:
-    """"true"/"false" from a classification run's row: its parsed `label` if it has one, else
+    """ "true"/"false" from a classification run's row: its parsed `label` if it has one, else
     the authors' rule for reading predicted labels ("false" in the text -> false, else true)."""
     label = row.get("label")
     if label in cc_metrics.LABELS:
@@ -180,14 +205,20 @@ def pick_few_shot(train_examples: list[dict], k: int) -> list[dict]:
     by = {lab: [e for e in ranked if e["label"] == lab][:k] for lab in ("FALSE", "TRUE")}
     for lab, got in by.items():
         if len(got) < k:
-            raise ValueError(f"few_shot_k={k}: the training split has only {len(got)} "
-                             f"{lab} claims")
+            raise ValueError(f"few_shot_k={k}: the training split has only {len(got)} {lab} claims")
     return [e for pair in zip(by["FALSE"], by["TRUE"]) for e in pair]
 
 
-def make_expand(mode: str, *, train_split: str, matcha_prompt: str = "paper",
-                prompt_setting: str = "finetune", few_shot: str = "",
-                table_for=None, label_for=None):
+def make_expand(
+    mode: str,
+    *,
+    train_split: str,
+    matcha_prompt: str = "paper",
+    prompt_setting: str = "finetune",
+    few_shot: str = "",
+    table_for=None,
+    label_for=None,
+):
     """expand(example) -> [record]; `table_for(id)` / `label_for(id)` give DePlot tables and
     predicted labels (None where the mode needs none)."""
 
@@ -197,13 +228,19 @@ def make_expand(mode: str, *, train_split: str, matcha_prompt: str = "paper",
         yes_no = "Yes" if label == "TRUE" else "No"
         true_false = label.lower()
         caption, claim, expl = ex["caption"], ex["claim"], ex["explanation"]
-        meta = {"label": label, "chart_type": ex["chart_type"],
-                "reasoning_types": list(ex["reasoning_types"]), "explanation": expl}
+        meta = {
+            "label": label,
+            "chart_type": ex["chart_type"],
+            "reasoning_types": list(ex["reasoning_types"]),
+            "explanation": expl,
+        }
         if mode.startswith("matcha"):
-            multi = mode == "matcha_multi" or (mode == "matcha_5050" and (
-                split_of(eid) != train_split or in_explanation_half(eid)))
-            template = MATCHA_ZERO_SHOT_SCRIPT if matcha_prompt == "zero_shot_script" \
-                else MATCHA_CLASS
+            multi = mode == "matcha_multi" or (
+                mode == "matcha_5050" and (split_of(eid) != train_split or in_explanation_half(eid))
+            )
+            template = (
+                MATCHA_ZERO_SHOT_SCRIPT if matcha_prompt == "zero_shot_script" else MATCHA_CLASS
+            )
             prompt = template.format(caption=caption, claim=claim)
             if multi:
                 prompt, target = prompt + EXPLAIN_WHY, f"{yes_no}. Explanation: {expl}"
@@ -230,8 +267,9 @@ def make_expand(mode: str, *, train_split: str, matcha_prompt: str = "paper",
     return expand
 
 
-def make_score_fn(mode: str, *, drop_unparseable: bool = False, bertscore_model=None,
-                  bleurt_checkpoint=None):
+def make_score_fn(
+    mode: str, *, drop_unparseable: bool = False, bertscore_model=None, bleurt_checkpoint=None
+):
     classify = not mode.startswith("flan_explain")
     explain = mode not in ("matcha_class", "flan_class")
     parser = "matcha" if mode.startswith("matcha") else "flan_t5"
@@ -240,19 +278,31 @@ def make_score_fn(mode: str, *, drop_unparseable: bool = False, bertscore_model=
         out = Scores()
         extra = [{"gold_label": r["meta"]["label"]} for r in records]
         if classify:
-            out.update(cc_metrics.chartcheck_scores(
-                texts, [r["meta"]["label"] for r in records], parser=parser,
-                chart_types=[r["meta"]["chart_type"] for r in records],
-                reasoning_types=[r["meta"]["reasoning_types"] for r in records],
-                drop_unparseable=drop_unparseable))
+            out.update(
+                cc_metrics.chartcheck_scores(
+                    texts,
+                    [r["meta"]["label"] for r in records],
+                    parser=parser,
+                    chart_types=[r["meta"]["chart_type"] for r in records],
+                    reasoning_types=[r["meta"]["reasoning_types"] for r in records],
+                    drop_unparseable=drop_unparseable,
+                )
+            )
             for row, text in zip(extra, texts):
                 row["label"] = cc_metrics.PARSERS[parser](text)
         if explain:
-            refs = [r["meta"]["explanation"] if mode.startswith("matcha") else r["target"]
-                    for r in records]
-            out.update(cc_metrics.explanation_scores(
-                [explanation_text(mode, t) for t in texts], refs,
-                bertscore_model=bertscore_model, bleurt_checkpoint=bleurt_checkpoint))
+            refs = [
+                r["meta"]["explanation"] if mode.startswith("matcha") else r["target"]
+                for r in records
+            ]
+            out.update(
+                cc_metrics.explanation_scores(
+                    [explanation_text(mode, t) for t in texts],
+                    refs,
+                    bertscore_model=bertscore_model,
+                    bleurt_checkpoint=bleurt_checkpoint,
+                )
+            )
         return out, extra
 
     return score_fn
@@ -271,8 +321,10 @@ def check_ids(builder_dir: str, splits, rows: dict, path: str, what: str) -> Non
     for split in splits:
         missing = [i for i in _split_ids(builder_dir, split) if i not in rows]
         if missing:
-            raise KeyError(f"{what} {path} has no row for id {missing[0]!r} (split {split!r}; "
-                           f"{len(missing)} ids of that split missing)")
+            raise KeyError(
+                f"{what} {path} has no row for id {missing[0]!r} (split {split!r}; "
+                f"{len(missing)} ids of that split missing)"
+            )
 
 
 def _train_examples(builder_dir: str, split: str) -> list[dict]:
@@ -290,17 +342,28 @@ def _train_examples(builder_dir: str, split: str) -> list[dict]:
 
 @register("chartcheck")
 @gin.configurable("chartcheck_task")
-def make_task(data_dir: str = "~/tensorflow_datasets", mode: str = "matcha_class", *,
-              train_split: str = "train",
-              eval_splits: tuple[str, ...] = ("validation", "test_one", "test_two"),
-              matcha_prompt: str = "paper", tables_file: str | None = None,
-              table_format: str = "official", prompt_setting: str = "finetune",
-              few_shot_source: str = "official", few_shot_k: int = 1,
-              label_predictions: str | None = None,
-              pred_label_splits: tuple[str, ...] = ("test_one", "test_two"),
-              drop_unparseable: bool = False, bertscore_model: str | None = None,
-              bleurt_checkpoint: str | None = None, shuffle_buffer: int = 10_000,
-              check_files: bool = True, features=None, decoding=None) -> Task:
+def make_task(
+    data_dir: str = "~/tensorflow_datasets",
+    mode: str = "matcha_class",
+    *,
+    train_split: str = "train",
+    eval_splits: tuple[str, ...] = ("validation", "test_one", "test_two"),
+    matcha_prompt: str = "paper",
+    tables_file: str | None = None,
+    table_format: str = "official",
+    prompt_setting: str = "finetune",
+    few_shot_source: str = "official",
+    few_shot_k: int = 1,
+    label_predictions: str | None = None,
+    pred_label_splits: tuple[str, ...] = ("test_one", "test_two"),
+    drop_unparseable: bool = False,
+    bertscore_model: str | None = None,
+    bleurt_checkpoint: str | None = None,
+    shuffle_buffer: int = 10_000,
+    check_files: bool = True,
+    features=None,
+    decoding=None,
+) -> Task:
     """The ChartCheck task in `mode` (see the module docstring).
 
     `check_files`: before anything runs, `tables_file` must hold every id of the eval splits (and
@@ -310,8 +373,17 @@ def make_task(data_dir: str = "~/tensorflow_datasets", mode: str = "matcha_class
     """
     features = features or seq2seq.Features()
     decoding = decoding or seq2seq.Decoding()
-    _check_args(mode, matcha_prompt, table_format, prompt_setting, few_shot_source, few_shot_k,
-                features, tables_file, label_predictions)
+    _check_args(
+        mode,
+        matcha_prompt,
+        table_format,
+        prompt_setting,
+        few_shot_source,
+        few_shot_k,
+        features,
+        tables_file,
+        label_predictions,
+    )
     builder_dir = functools.cache(lambda: pipeline.tfds_builder_dir("chartcheck", data_dir))
     table_for = label_for = None
     few_shot = ""
@@ -322,16 +394,17 @@ def make_task(data_dir: str = "~/tensorflow_datasets", mode: str = "matcha_class
 
         def table_for(eid):
             return format_table(
-                str(lookup(table_rows, eid, tables_file, "tables_file")["prediction"]),
-                table_format)
+                str(lookup(table_rows, eid, tables_file, "tables_file")["prediction"]), table_format
+            )
 
         if prompt_setting == "few":
             if few_shot_source == "official":
                 few_shot = few_shot_prefix(OFFICIAL_FEW_SHOT)
             else:
                 chosen = pick_few_shot(_train_examples(builder_dir(), train_split), few_shot_k)
-                few_shot = few_shot_prefix([dict(e, label=e["label"].lower(),
-                                                 table=table_for(e["id"])) for e in chosen])
+                few_shot = few_shot_prefix(
+                    [dict(e, label=e["label"].lower(), table=table_for(e["id"])) for e in chosen]
+                )
         if check_files:
             check_ids(builder_dir(), sorted(needed), table_rows, tables_file, "tables_file")
     if mode == "flan_explain_pred":
@@ -341,48 +414,91 @@ def make_task(data_dir: str = "~/tensorflow_datasets", mode: str = "matcha_class
         def label_for(eid):
             if split_of(eid) not in pred_splits:
                 return None
-            return predicted_label(lookup(label_rows, eid, label_predictions,
-                                          "label_predictions"))
+            return predicted_label(lookup(label_rows, eid, label_predictions, "label_predictions"))
 
         if check_files:
-            check_ids(builder_dir(), sorted(pred_splits & {train_split, *eval_splits}),
-                      label_rows, label_predictions, "label_predictions")
-    expand = make_expand(mode, train_split=train_split, matcha_prompt=matcha_prompt,
-                         prompt_setting=prompt_setting, few_shot=few_shot,
-                         table_for=table_for, label_for=label_for)
-    score_fn = make_score_fn(mode, drop_unparseable=drop_unparseable,
-                             bertscore_model=bertscore_model,
-                             bleurt_checkpoint=bleurt_checkpoint)
+            check_ids(
+                builder_dir(),
+                sorted(pred_splits & {train_split, *eval_splits}),
+                label_rows,
+                label_predictions,
+                "label_predictions",
+            )
+    expand = make_expand(
+        mode,
+        train_split=train_split,
+        matcha_prompt=matcha_prompt,
+        prompt_setting=prompt_setting,
+        few_shot=few_shot,
+        table_for=table_for,
+        label_for=label_for,
+    )
+    score_fn = make_score_fn(
+        mode,
+        drop_unparseable=drop_unparseable,
+        bertscore_model=bertscore_model,
+        bleurt_checkpoint=bleurt_checkpoint,
+    )
     logging.info("chartcheck: mode %s, train %s, eval %s", mode, train_split, eval_splits)
     return seq2seq.make_task(
-        name="chartcheck", dataset="chartcheck", data_dir=data_dir, train_split=train_split,
-        eval_splits=eval_splits, field_keys=FIELD_KEYS, expand=expand, score_fn=score_fn,
-        features=features, decoding=decoding, shuffle_buffer=shuffle_buffer,
-        info={"mode": mode})
+        name="chartcheck",
+        dataset="chartcheck",
+        data_dir=data_dir,
+        train_split=train_split,
+        eval_splits=eval_splits,
+        field_keys=FIELD_KEYS,
+        expand=expand,
+        score_fn=score_fn,
+        features=features,
+        decoding=decoding,
+        shuffle_buffer=shuffle_buffer,
+        info={"mode": mode},
+    )
 
 
-def _check_args(mode, matcha_prompt, table_format, prompt_setting, few_shot_source, few_shot_k,
-                features, tables_file, label_predictions):
+def _check_args(
+    mode,
+    matcha_prompt,
+    table_format,
+    prompt_setting,
+    few_shot_source,
+    few_shot_k,
+    features,
+    tables_file,
+    label_predictions,
+):
     def need(ok, msg):
         if not ok:
             raise ValueError(f"chartcheck_task: {msg}")
 
     need(mode in MODES, f"mode {mode!r} is not one of {MODES}")
-    need(matcha_prompt in ("paper", "zero_shot_script"),
-         f"matcha_prompt {matcha_prompt!r} is not 'paper' or 'zero_shot_script'")
-    need(table_format in ("official", "text"),
-         f"table_format {table_format!r} is not 'official' or 'text'")
-    need(prompt_setting in ("finetune", "zero", "few"),
-         f"prompt_setting {prompt_setting!r} is not 'finetune', 'zero' or 'few'")
-    need(few_shot_source in ("official", "train"),
-         f"few_shot_source {few_shot_source!r} is not 'official' or 'train'")
+    need(
+        matcha_prompt in ("paper", "zero_shot_script"),
+        f"matcha_prompt {matcha_prompt!r} is not 'paper' or 'zero_shot_script'",
+    )
+    need(
+        table_format in ("official", "text"),
+        f"table_format {table_format!r} is not 'official' or 'text'",
+    )
+    need(
+        prompt_setting in ("finetune", "zero", "few"),
+        f"prompt_setting {prompt_setting!r} is not 'finetune', 'zero' or 'few'",
+    )
+    need(
+        few_shot_source in ("official", "train"),
+        f"few_shot_source {few_shot_source!r} is not 'official' or 'train'",
+    )
     need(few_shot_k >= 1, f"few_shot_k must be >= 1, not {few_shot_k}")
     want = "image" if mode.startswith("matcha") else "text"
-    need(features.modality == want,
-         f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}")
+    need(
+        features.modality == want,
+        f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}",
+    )
     if mode.startswith("flan"):
         need(tables_file, f"mode {mode!r} needs tables_file (DePlot predictions.jsonl)")
-    need(prompt_setting == "finetune" or mode in ("flan_class", "flan_multi"),
-         f"prompt_setting {prompt_setting!r} applies to flan_class / flan_multi only")
+    need(
+        prompt_setting == "finetune" or mode in ("flan_class", "flan_multi"),
+        f"prompt_setting {prompt_setting!r} applies to flan_class / flan_multi only",
+    )
     if mode == "flan_explain_pred":
         need(label_predictions, "mode 'flan_explain_pred' needs label_predictions")

@@ -49,10 +49,19 @@ BOX_HEADER = ("Min", "Q1", "Median", "Q3", "Max")
 MAX_DECIMALS = 12
 # The CHART-Info features the derivation reads (dotted keys: nested sequence fields).
 CHART_INFO_KEYS = (
-    "id", "chart_type", "chart_type_raw", "has_task6", "data_series_json",
-    "text_blocks.id", "text_blocks.text", "text_blocks.bbox", "text_roles.id", "text_roles.role",
-    "axis_ticks.axis", "axis_ticks.id",
-)  # fmt: skip
+    "id",
+    "chart_type",
+    "chart_type_raw",
+    "has_task6",
+    "data_series_json",
+    "text_blocks.id",
+    "text_blocks.text",
+    "text_blocks.bbox",
+    "text_roles.id",
+    "text_roles.role",
+    "axis_ticks.axis",
+    "axis_ticks.id",
+)
 
 
 # ------------------------------------------------------------------ CHART-Info -> table ----
@@ -66,13 +75,20 @@ def block_text(text: str) -> str:
 def chart_view(example: dict) -> dict:
     """Dotted-key TFDS columns -> {"text_blocks": [...], "text_roles": [...],
     "axis_ticks": [...]} in the builder's parse() shape (lists of dicts)."""
-    blocks = [{"id": int(i), "text": t, "bbox": [float(v) for v in b]}
-              for i, t, b in zip(example["text_blocks.id"], example["text_blocks.text"],
-                                 example["text_blocks.bbox"])]  # fmt: skip
-    roles = [{"id": int(i), "role": r}
-             for i, r in zip(example["text_roles.id"], example["text_roles.role"])]
-    ticks = [{"axis": a, "id": int(i)}
-             for a, i in zip(example["axis_ticks.axis"], example["axis_ticks.id"])]
+    blocks = [
+        {"id": int(i), "text": t, "bbox": [float(v) for v in b]}
+        for i, t, b in zip(
+            example["text_blocks.id"], example["text_blocks.text"], example["text_blocks.bbox"]
+        )
+    ]
+    roles = [
+        {"id": int(i), "role": r}
+        for i, r in zip(example["text_roles.id"], example["text_roles.role"])
+    ]
+    ticks = [
+        {"axis": a, "id": int(i)}
+        for a, i in zip(example["axis_ticks.axis"], example["axis_ticks.id"])
+    ]
     return {"text_blocks": blocks, "text_roles": roles, "axis_ticks": ticks}
 
 
@@ -81,17 +97,24 @@ def _center(bbox: Sequence[float]) -> tuple[float, float]:
     return x0 + w / 2, y0 + h / 2
 
 
-def titles(text_blocks: list[dict], text_roles: list[dict], axis_ticks: list[dict]
-           ) -> tuple[str, str, str]:
+def titles(
+    text_blocks: list[dict], text_roles: list[dict], axis_ticks: list[dict]
+) -> tuple[str, str, str]:
     """(chart title, x-axis title, y-axis title) from the text blocks and their roles."""
     role = {r["id"]: r["role"] for r in text_roles}
     by_id = {b["id"]: b for b in text_blocks}
-    title = " ".join(block_text(b["text"]) for b in text_blocks
-                     if role.get(b["id"]) == "chart_title")
+    title = " ".join(
+        block_text(b["text"]) for b in text_blocks if role.get(b["id"]) == "chart_title"
+    )
     axis_blocks = [b for b in text_blocks if role.get(b["id"]) == "axis_title"]
-    centers = {name: [_center(by_id[t["id"]]["bbox"]) for t in axis_ticks
-                      if t["axis"] == name and t["id"] in by_id]
-               for name in ("x-axis", "y-axis")}  # fmt: skip
+    centers = {
+        name: [
+            _center(by_id[t["id"]]["bbox"])
+            for t in axis_ticks
+            if t["axis"] == name and t["id"] in by_id
+        ]
+        for name in ("x-axis", "y-axis")
+    }
 
     def distance(block, name):
         cx, cy = _center(block["bbox"])
@@ -135,8 +158,7 @@ class _Numbers:
 
 
 def _is_number(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _box_rows(series: list[dict]) -> list[tuple[str, dict]]:
@@ -156,14 +178,16 @@ def _points(s: dict) -> list[dict]:
     return [p for p in (data if isinstance(data, list) else []) if isinstance(p, dict)]
 
 
-def series_table(chart_type: str, series: list[dict], x_title: str, y_title: str
-                 ) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+def series_table(
+    chart_type: str, series: list[dict], x_title: str, y_title: str
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     """(header, rows) of a chart's task-6 data series (module docstring: the rules)."""
     if "box" in chart_type:
         boxes = _box_rows(series)
         fmt = _Numbers([item[k] for _, item in boxes for k in BOX_STATS])
-        return (x_title, *BOX_HEADER), [(label, *(fmt(item[k]) for k in BOX_STATS))
-                                         for label, item in boxes]
+        return (x_title, *BOX_HEADER), [
+            (label, *(fmt(item[k]) for k in BOX_STATS)) for label, item in boxes
+        ]
     names = [str(s.get("name", "")) for s in series]
     pts = [_points(s) for s in series]
     fx = _Numbers([p.get("x") for ps in pts for p in ps])
@@ -181,8 +205,13 @@ def series_table(chart_type: str, series: list[dict], x_title: str, y_title: str
     return header, [tuple(r) for r in rows.values()]
 
 
-def chart_table(chart_type: str, data_series: list[dict] | None, text_blocks: list[dict],
-                text_roles: list[dict], axis_ticks: list[dict]) -> str | None:
+def chart_table(
+    chart_type: str,
+    data_series: list[dict] | None,
+    text_blocks: list[dict],
+    text_roles: list[dict],
+    axis_ticks: list[dict],
+) -> str | None:
     """The linearized table of one CHART-Info chart; None when it has no data series."""
     if not data_series:
         return None
@@ -198,9 +227,16 @@ def chart_info_record(example: dict, prompt: str = PROMPT) -> dict | None:
     table = chart_table(example["chart_type"], series, **chart_view(example))
     if table is None:
         return None
-    return {"id": example["id"], "prompt": prompt, "target": table,
-            "meta": {"chart_type": example["chart_type"],
-                     "chart_type_raw": example["chart_type_raw"], "data_series": series}}  # fmt: skip
+    return {
+        "id": example["id"],
+        "prompt": prompt,
+        "target": table,
+        "meta": {
+            "chart_type": example["chart_type"],
+            "chart_type_raw": example["chart_type_raw"],
+            "data_series": series,
+        },
+    }
 
 
 def count_unannotated(builder_dir: str, split: str, task: int) -> int:
@@ -208,8 +244,9 @@ def count_unannotated(builder_dir: str, split: str, task: int) -> int:
     import tensorflow_datasets as tfds
 
     builder = tfds.builder_from_directory(builder_dir)
-    ds = builder.as_dataset(split=split, shuffle_files=False,
-                            decoders={"image": tfds.decode.SkipDecoding()})
+    ds = builder.as_dataset(
+        split=split, shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
+    )
     ds = ds.map(lambda ex: {"has": ex[f"has_task{task}"], "series": ex["data_series_json"]})
     count = 0
     for ex in ds.as_numpy_iterator():
@@ -227,15 +264,21 @@ def table_scores(texts: list[str], records: list[dict]):
 
     targets = [r["target"] for r in records]
     scores = table_metrics.rms(texts, targets).update(table_metrics.rnss(texts, targets))
-    per = [(table_metrics.rms_example([t], p)[2], table_metrics.rnss_example([t], p))
-           for p, t in zip(texts, targets)]
+    per = [
+        (table_metrics.rms_example([t], p)[2], table_metrics.rnss_example([t], p))
+        for p, t in zip(texts, targets)
+    ]
     groups: dict[str, list[tuple[float, float]]] = {}
     for (f1, rn), rec in zip(per, records):
         groups.setdefault(rec["meta"].get("chart_type", "unknown"), []).append((f1, rn))
     scores.breakdowns["chart_type"] = {
-        g: {"rms_f1": sum(v[0] for v in vals) / len(vals),
-            "rnss": sum(v[1] for v in vals) / len(vals), "n": len(vals)}
-        for g, vals in sorted(groups.items())}  # fmt: skip
+        g: {
+            "rms_f1": sum(v[0] for v in vals) / len(vals),
+            "rnss": sum(v[1] for v in vals) / len(vals),
+            "n": len(vals),
+        }
+        for g, vals in sorted(groups.items())
+    }
     extra = [{"rms_f1": f1, "rnss": rn} for f1, rn in per]
     return scores, extra
 
@@ -245,19 +288,33 @@ def table_scores(texts: list[str], records: list[dict]):
 
 def _statista_record(example: dict, prompt: str) -> list[dict]:
     title = block_text(example["title"]).replace(tables.CELL_SEP, " / ")
-    target = f"{tables.TITLE_PREFIX}{tables.CELL_SEP}{title}{tables.ROW_SEP}" + example[
-        "table.linearized"]
-    return [{"id": example["id"], "prompt": prompt, "target": target,
-             "meta": {"chart_type": example["chart_type"]}}]  # fmt: skip
+    target = (
+        f"{tables.TITLE_PREFIX}{tables.CELL_SEP}{title}{tables.ROW_SEP}"
+        + example["table.linearized"]
+    )
+    return [
+        {
+            "id": example["id"],
+            "prompt": prompt,
+            "target": target,
+            "meta": {"chart_type": example["chart_type"]},
+        }
+    ]
 
 
 @register("deplot")
 @gin.configurable("deplot_task")
-def make_task(data_dir: str = "~/tensorflow_datasets", source: str = "chart_info",
-              config: str = "synthetic_2019", train_split: str | None = None,
-              eval_splits: Sequence[str] | None = None, prompt: str = PROMPT,
-              shuffle_buffer: int = 10_000, features: seq2seq.Features | None = None,
-              decoding: seq2seq.Decoding | None = None) -> Task:
+def make_task(
+    data_dir: str = "~/tensorflow_datasets",
+    source: str = "chart_info",
+    config: str = "synthetic_2019",
+    train_split: str | None = None,
+    eval_splits: Sequence[str] | None = None,
+    prompt: str = PROMPT,
+    shuffle_buffer: int = 10_000,
+    features: seq2seq.Features | None = None,
+    decoding: seq2seq.Decoding | None = None,
+) -> Task:
     """DePlot chart -> table over CHART-Info (`config`: synthetic_2019 / pmc_2020) or Statista.
 
     Default splits: CHART-Info builds only `train`, so train on `train[:95%]` and evaluate on
@@ -277,8 +334,7 @@ def make_task(data_dir: str = "~/tensorflow_datasets", source: str = "chart_info
             record = chart_info_record(example, prompt)
             return [] if record is None else [record]
     else:
-        dataset, keys = "chart_to_text/statista", ("id", "title", "chart_type",
-                                                   "table.linearized")
+        dataset, keys = "chart_to_text/statista", ("id", "title", "chart_type", "table.linearized")
         default_train, default_eval = "train", ("validation", "test")
 
         def expand(example):
@@ -296,8 +352,16 @@ def make_task(data_dir: str = "~/tensorflow_datasets", source: str = "chart_info
         return scores, extra
 
     return seq2seq.make_task(
-        name="deplot", dataset=dataset, data_dir=data_dir,
+        name="deplot",
+        dataset=dataset,
+        data_dir=data_dir,
         train_split=train_split or default_train,
-        eval_splits=tuple(eval_splits or default_eval), field_keys=keys, expand=expand,
-        score_fn=score_fn, features=features, decoding=decoding,
-        shuffle_buffer=shuffle_buffer, info={"source": source, "prompt": prompt})  # fmt: skip
+        eval_splits=tuple(eval_splits or default_eval),
+        field_keys=keys,
+        expand=expand,
+        score_fn=score_fn,
+        features=features,
+        decoding=decoding,
+        shuffle_buffer=shuffle_buffer,
+        info={"source": source, "prompt": prompt},
+    )

@@ -49,6 +49,7 @@ def register(name: str):
     def wrap(factory):
         _REGISTRY[name] = factory
         return factory
+
     return wrap
 
 

@@ -58,8 +58,7 @@ class Features:
 
     def __post_init__(self):
         if self.modality not in ("image", "text"):
-            raise ValueError(f"Features.modality must be 'image' or 'text', not "
-                             f"{self.modality!r}")
+            raise ValueError(f"Features.modality must be 'image' or 'text', not {self.modality!r}")
 
 
 @gin.configurable
@@ -109,8 +108,9 @@ def image_with_header(image: np.ndarray, prompt: str, features: Features) -> np.
         return np.asarray(image, np.uint8)
     from chartjax.data import render
 
-    return render.render_header(image, prompt, font_size=features.header_font_size,
-                                font_path=features.font_path)
+    return render.render_header(
+        image, prompt, font_size=features.header_font_size, font_path=features.font_path
+    )
 
 
 def target_arrays(vocab, target: str, max_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -124,14 +124,20 @@ def target_arrays(vocab, target: str, max_len: int) -> tuple[np.ndarray, np.ndar
 # ------------------------------------------------------------------------ tf.data parts ----
 
 
-def _expand_fn(expand: Callable, field_keys: Sequence[str], image_key: str | None,
-               encoded_keys: Sequence[str] = ()):
+def _expand_fn(
+    expand: Callable,
+    field_keys: Sequence[str],
+    image_key: str | None,
+    encoded_keys: Sequence[str] = (),
+):
     """tf map: one TFDS example -> a dataset of its records (+ the encoded image per record)."""
     import tensorflow as tf
 
     def py(*values):
-        example = {k: (bytes(np.asarray(v).item()) if k in encoded_keys else as_python(v))
-                   for k, v in zip(field_keys, values)}
+        example = {
+            k: (bytes(np.asarray(v).item()) if k in encoded_keys else as_python(v))
+            for k, v in zip(field_keys, values)
+        }
         records = list(expand(example))
         for r in records:
             missing = [k for k in ("id", "prompt", "target") if k not in r]
@@ -139,8 +145,7 @@ def _expand_fn(expand: Callable, field_keys: Sequence[str], image_key: str | Non
                 raise ValueError(f"expand() returned a record without {missing}: {r}")
         cols = [[str(r[k]) for r in records] for k in ("id", "prompt", "target")]
         cols.append([json.dumps(r.get("meta", {}), sort_keys=True) for r in records])
-        return tuple(np.asarray([c.encode("utf-8") for c in col], dtype=object)
-                     for col in cols)
+        return tuple(np.asarray([c.encode("utf-8") for c in col], dtype=object) for col in cols)
 
     def fn(ex):
         values = [_tf_get(ex, k) for k in field_keys]
@@ -172,24 +177,32 @@ def _featurize_fn(features: Features, vocab, keep_host: bool):
         return target_arrays(vocab, target.decode("utf-8"), L)
 
     def text_py(prompt):
-        return vocab.encode_batch([prompt.decode("utf-8")], max_len=features.max_input_len,
-                                  add_eos=True)[0]
+        return vocab.encode_batch(
+            [prompt.decode("utf-8")], max_len=features.max_input_len, add_eos=True
+        )[0]
 
     def image_py(data, prompt):
         return image_with_header(decode_image_bytes(data), prompt.decode("utf-8"), features)
 
     def fn(rec):
-        tgt, inp = tf.numpy_function(targets_py, [rec["target"]], (tf.int32, tf.int32),
-                                     stateful=False)
-        out = {"decoder_target_tokens": tf.ensure_shape(tgt, [L]),
-               "decoder_input_tokens": tf.ensure_shape(inp, [L])}
+        tgt, inp = tf.numpy_function(
+            targets_py, [rec["target"]], (tf.int32, tf.int32), stateful=False
+        )
+        out = {
+            "decoder_target_tokens": tf.ensure_shape(tgt, [L]),
+            "decoder_input_tokens": tf.ensure_shape(inp, [L]),
+        }
         if features.modality == "image":
-            img = tf.numpy_function(image_py, [rec["image_bytes"], rec["prompt"]], tf.uint8,
-                                    stateful=False)
+            img = tf.numpy_function(
+                image_py, [rec["image_bytes"], rec["prompt"]], tf.uint8, stateful=False
+            )
             img = tf.ensure_shape(img, [None, None, 3])
             out["encoder_input_tokens"] = patches.preprocess_image(
-                img, features.max_patches, (features.patch_size, features.patch_size),
-                max_position_id=features.max_position_id)
+                img,
+                features.max_patches,
+                (features.patch_size, features.patch_size),
+                max_position_id=features.max_position_id,
+            )
         else:
             ids = tf.numpy_function(text_py, [rec["prompt"]], tf.int32, stateful=False)
             out["encoder_input_tokens"] = tf.ensure_shape(ids, [features.max_input_len])
@@ -200,16 +213,29 @@ def _featurize_fn(features: Features, vocab, keep_host: bool):
     return fn
 
 
-def _records(builder_dir: str, split: str, expand, field_keys, image_key, *,
-             process_index: int, process_count: int, shuffle_seed: int | None = None,
-             shuffle_buffer: int = 10_000, encoded_keys: Sequence[str] = ()):
+def _records(
+    builder_dir: str,
+    split: str,
+    expand,
+    field_keys,
+    image_key,
+    *,
+    process_index: int,
+    process_count: int,
+    shuffle_seed: int | None = None,
+    shuffle_buffer: int = 10_000,
+    encoded_keys: Sequence[str] = (),
+):
     import tensorflow_datasets as tfds
 
     builder = tfds.builder_from_directory(builder_dir)
     skipped = dict.fromkeys(k for k in (image_key, *encoded_keys) if k)
     decoders = {k: tfds.decode.SkipDecoding() for k in skipped} or None
-    ds = builder.as_dataset(split=pipeline.process_split(split, process_index, process_count),
-                            shuffle_files=False, decoders=decoders)
+    ds = builder.as_dataset(
+        split=pipeline.process_split(split, process_index, process_count),
+        shuffle_files=False,
+        decoders=decoders,
+    )
     if shuffle_seed is not None:
         ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=True)
         ds = ds.repeat()
@@ -219,13 +245,23 @@ def _records(builder_dir: str, split: str, expand, field_keys, image_key, *,
 # ------------------------------------------------------------------------ the task --------
 
 
-def make_task(*, name: str, dataset: str, data_dir: str, train_split: str,
-              eval_splits: Sequence[str], field_keys: Sequence[str],
-              expand: Callable[[dict], list[dict]],
-              score_fn: Callable[[list[str], list[dict], str], Any],
-              features: Features, decoding: Decoding, image_key: str | None = "image",
-              shuffle_buffer: int = 10_000, info: dict | None = None,
-              encoded_keys: Sequence[str] = ()) -> Task:
+def make_task(
+    *,
+    name: str,
+    dataset: str,
+    data_dir: str,
+    train_split: str,
+    eval_splits: Sequence[str],
+    field_keys: Sequence[str],
+    expand: Callable[[dict], list[dict]],
+    score_fn: Callable[[list[str], list[dict], str], Any],
+    features: Features,
+    decoding: Decoding,
+    image_key: str | None = "image",
+    shuffle_buffer: int = 10_000,
+    info: dict | None = None,
+    encoded_keys: Sequence[str] = (),
+) -> Task:
     """A seq2seq Task over the built TFDS dataset `dataset` (`name/config` for configs).
 
     encoded_keys: field keys `expand` receives still encoded (bytes, TFDS decoding skipped),
@@ -250,14 +286,23 @@ def make_task(*, name: str, dataset: str, data_dir: str, train_split: str,
         import tensorflow as tf
 
         local = global_batch_size // process_count
-        ds = _records(builder_dir(), train_split, expand, field_keys, image_key,
-                      process_index=process_index, process_count=process_count,
-                      shuffle_seed=seed, shuffle_buffer=shuffle_buffer,
-                      encoded_keys=encoded_keys)
+        ds = _records(
+            builder_dir(),
+            train_split,
+            expand,
+            field_keys,
+            image_key,
+            process_index=process_index,
+            process_count=process_count,
+            shuffle_seed=seed,
+            shuffle_buffer=shuffle_buffer,
+            encoded_keys=encoded_keys,
+        )
         # Skip whole records before featurizing: a resumed run pays no decode for them.
         ds = ds.skip(start_step * local)
-        ds = ds.map(_featurize_fn(features, vocab, keep_host=False),
-                    num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.map(
+            _featurize_fn(features, vocab, keep_host=False), num_parallel_calls=tf.data.AUTOTUNE
+        )
         ds = ds.batch(local, drop_remainder=True).prefetch(2)
         return ds.with_options(pipeline._tf_options()).as_numpy_iterator()
 
@@ -265,18 +310,32 @@ def make_task(*, name: str, dataset: str, data_dir: str, train_split: str,
         import tensorflow as tf
 
         local = global_batch_size // process_count
-        ds = _records(builder_dir(), split, expand, field_keys, image_key,
-                      process_index=process_index, process_count=process_count,
-                      encoded_keys=encoded_keys)
-        ds = ds.map(_featurize_fn(features, vocab, keep_host=True),
-                    num_parallel_calls=tf.data.AUTOTUNE)
-        batches = [pipeline.pad_batch(b, local, len(b["id"]))
-                   for b in ds.batch(local).prefetch(2).with_options(pipeline._tf_options())
-                   .as_numpy_iterator()]
+        ds = _records(
+            builder_dir(),
+            split,
+            expand,
+            field_keys,
+            image_key,
+            process_index=process_index,
+            process_count=process_count,
+            encoded_keys=encoded_keys,
+        )
+        ds = ds.map(
+            _featurize_fn(features, vocab, keep_host=True), num_parallel_calls=tf.data.AUTOTUNE
+        )
+        batches = [
+            pipeline.pad_batch(b, local, len(b["id"]))
+            for b in ds.batch(local)
+            .prefetch(2)
+            .with_options(pipeline._tf_options())
+            .as_numpy_iterator()
+        ]
         total = _max_over_processes(len(batches), process_count)
         if not batches and total:
-            raise ValueError(f"split {split!r} of {dataset} gave this process no records; "
-                             f"cannot pad its share of {total} batches")
+            raise ValueError(
+                f"split {split!r} of {dataset} gave this process no records; "
+                f"cannot pad its share of {total} batches"
+            )
         yield from batches
         for _ in range(total - len(batches)):  # shorter shards run empty batches
             yield pipeline.pad_batch(batches[0], local, 0)
@@ -290,36 +349,61 @@ def make_task(*, name: str, dataset: str, data_dir: str, train_split: str,
         from chartjax.models import decoding as dec
 
         if decoding.beam_size > 1:
-            tokens, _ = dec.beam_search(model, batch, max_decode_len=decoding.max_decode_len,
-                                        num_beams=decoding.beam_size, alpha=decoding.alpha)
+            tokens, _ = dec.beam_search(
+                model,
+                batch,
+                max_decode_len=decoding.max_decode_len,
+                num_beams=decoding.beam_size,
+                alpha=decoding.alpha,
+            )
             return tokens[:, 0]
         tokens, _ = dec.greedy_decode(model, batch, max_decode_len=decoding.max_decode_len)
         return tokens
 
     def score(predictions, examples, split):
         texts = vocab.decode_batch(np.asarray(predictions))
-        records = [{"id": as_python(i), "prompt": as_python(p), "target": as_python(t),
-                    "meta": json.loads(as_python(m))}
-                   for i, p, t, m in zip(examples["id"], examples["prompt"], examples["target"],
-                                         examples["meta"])]
+        records = [
+            {
+                "id": as_python(i),
+                "prompt": as_python(p),
+                "target": as_python(t),
+                "meta": json.loads(as_python(m)),
+            }
+            for i, p, t, m in zip(
+                examples["id"], examples["prompt"], examples["target"], examples["meta"]
+            )
+        ]
         scores, extra = score_fn(texts, records, split)
         rows = []
         for k, (text, rec) in enumerate(zip(texts, records)):
-            row = {"id": rec["id"], "input": rec["prompt"][:INPUT_CHARS], "prediction": text,
-                   "target": rec["target"]}
+            row = {
+                "id": rec["id"],
+                "input": rec["prompt"][:INPUT_CHARS],
+                "prediction": text,
+                "target": rec["target"],
+            }
             if extra is not None:
                 row.update(extra[k])
             rows.append(row)
-        return scores.metrics, scores.breakdowns, rows, {"unavailable": scores.unavailable,
-                                                          "libraries": scores.libraries}
+        return (
+            scores.metrics,
+            scores.breakdowns,
+            rows,
+            {"unavailable": scores.unavailable, "libraries": scores.libraries},
+        )
 
-    return Task(name=name, train_batches=train_batches, eval_batches=eval_batches, loss=loss,
-                predict=predict, score=score,
-                model_inputs=("encoder_input_tokens", "decoder_input_tokens",
-                              "decoder_target_tokens"),
-                eval_splits=tuple(eval_splits), score_inputs=(),
-                info={"vocab": vocab, "features": features, "decoding": decoding,
-                      **(info or {})})
+    return Task(
+        name=name,
+        train_batches=train_batches,
+        eval_batches=eval_batches,
+        loss=loss,
+        predict=predict,
+        score=score,
+        model_inputs=("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens"),
+        eval_splits=tuple(eval_splits),
+        score_inputs=(),
+        info={"vocab": vocab, "features": features, "decoding": decoding, **(info or {})},
+    )
 
 
 def _max_over_processes(n: int, process_count: int) -> int:
@@ -330,11 +414,25 @@ def _max_over_processes(n: int, process_count: int) -> int:
     return int(np.max(multihost_utils.process_allgather(np.asarray(n, np.int32))))
 
 
-def iter_records(builder_dir: str, split: str, expand, field_keys, image_key=None,
-                 encoded_keys: Sequence[str] = ()) -> Iterator[dict]:
+def iter_records(
+    builder_dir: str,
+    split: str,
+    expand,
+    field_keys,
+    image_key=None,
+    encoded_keys: Sequence[str] = (),
+) -> Iterator[dict]:
     """Every record of a split on the host (few-shot prompts, inference over TFDS splits)."""
-    ds = _records(builder_dir, split, expand, field_keys, image_key, process_index=0,
-                  process_count=1, encoded_keys=encoded_keys)
+    ds = _records(
+        builder_dir,
+        split,
+        expand,
+        field_keys,
+        image_key,
+        process_index=0,
+        process_count=1,
+        encoded_keys=encoded_keys,
+    )
     for rec in ds.as_numpy_iterator():
         out = {k: as_python(rec[k]) for k in RECORD_KEYS}
         out["meta"] = json.loads(out["meta"])

@@ -18,8 +18,15 @@ PAD, EOS, START = 0, 1, 0  # T5 conventions: pad 0, EOS 1, decoder start 0
 FIRST_ID = 3
 
 
-def _example(i: int, seed: int, modality: str, input_len: int, target_len: int,
-             vocab_size: int, patch_dim: int) -> dict:
+def _example(
+    i: int,
+    seed: int,
+    modality: str,
+    input_len: int,
+    target_len: int,
+    vocab_size: int,
+    patch_dim: int,
+) -> dict:
     rng = np.random.default_rng([seed, i])
     if modality == "text":
         enc = rng.integers(FIRST_ID, vocab_size, input_len).astype(np.int32)
@@ -33,12 +40,17 @@ def _example(i: int, seed: int, modality: str, input_len: int, target_len: int,
         enc[:n, 1] = np.arange(n) % grid + 1
         enc[:n, 2:] = pixels
         buckets = vocab_size - FIRST_ID
-        target = (FIRST_ID + np.minimum((pixels[:target_len].mean(-1) - 0.4) / 0.2, 0.999)
-                  .clip(0) * buckets).astype(np.int32)
+        target = (
+            FIRST_ID
+            + np.minimum((pixels[:target_len].mean(-1) - 0.4) / 0.2, 0.999).clip(0) * buckets
+        ).astype(np.int32)
     targets = np.concatenate([target, [EOS]]).astype(np.int32)
     inputs = np.concatenate([[START], targets[:-1]]).astype(np.int32)
-    return {"encoder_input_tokens": enc, "decoder_input_tokens": inputs,
-            "decoder_target_tokens": targets}
+    return {
+        "encoder_input_tokens": enc,
+        "decoder_input_tokens": inputs,
+        "decoder_target_tokens": targets,
+    }
 
 
 def _stack(rows):
@@ -47,9 +59,16 @@ def _stack(rows):
 
 @register("synthetic_seq2seq")
 @gin.configurable("synthetic_seq2seq_task")
-def make_task(modality: str = "text", num_train: int = 256, num_eval: int = 32,
-              input_len: int = 16, target_len: int = 6, vocab_size: int = 128,
-              patch_dim: int = 50, seed: int = 0) -> Task:
+def make_task(
+    modality: str = "text",
+    num_train: int = 256,
+    num_eval: int = 32,
+    input_len: int = 16,
+    target_len: int = 6,
+    vocab_size: int = 128,
+    patch_dim: int = 50,
+    seed: int = 0,
+) -> Task:
     if modality not in ("text", "patches"):
         raise ValueError(f"modality must be 'text' or 'patches', not {modality!r}")
 
@@ -61,9 +80,13 @@ def make_task(modality: str = "text", num_train: int = 256, num_eval: int = 32,
         step = start_step
         while True:
             pos = np.arange(step * global_batch_size, (step + 1) * global_batch_size)
-            idx = [np.random.default_rng([data_seed, int(p // num_train)]).permutation(
-                num_train)[p % num_train] for p in pos]
-            yield _stack([ex(i) for i in idx[process_index * local:(process_index + 1) * local]])
+            idx = [
+                np.random.default_rng([data_seed, int(p // num_train)]).permutation(num_train)[
+                    p % num_train
+                ]
+                for p in pos
+            ]
+            yield _stack([ex(i) for i in idx[process_index * local : (process_index + 1) * local]])
             step += 1
 
     def eval_batches(split, global_batch_size, process_index, process_count):
@@ -71,9 +94,13 @@ def make_task(modality: str = "text", num_train: int = 256, num_eval: int = 32,
         per = -(-num_eval // process_count)
         mine = list(range(process_index * per, min((process_index + 1) * per, num_eval)))
         for s in range(0, -(-per // local) * local, local):
-            rows = mine[s:s + local]
-            batch = _stack([ex(10_000_000 + i) for i in (rows or [0]) + [rows[0] if rows else 0]
-                            * (local - len(rows))])
+            rows = mine[s : s + local]
+            batch = _stack(
+                [
+                    ex(10_000_000 + i)
+                    for i in (rows or [0]) + [rows[0] if rows else 0] * (local - len(rows))
+                ]
+            )
             batch["_mask"] = np.arange(local) < len(rows)
             batch["id"] = np.asarray([f"{modality}/{i}" for i in rows] + [""] * (local - len(rows)))
             yield batch
@@ -95,12 +122,20 @@ def make_task(modality: str = "text", num_train: int = 256, num_eval: int = 32,
         weights = targets != PAD
         token_acc = float(((preds == targets) & weights).sum() / weights.sum())
         exact = float(np.mean([(p[w] == t[w]).all() for p, t, w in zip(preds, targets, weights)]))
-        rows = [{"id": str(i), "prediction": p[w].tolist(), "target": t[w].tolist()}
-                for i, p, t, w in zip(examples["id"], preds, targets, weights)]
+        rows = [
+            {"id": str(i), "prediction": p[w].tolist(), "target": t[w].tolist()}
+            for i, p, t, w in zip(examples["id"], preds, targets, weights)
+        ]
         return {"token_accuracy": token_acc, "sequence_accuracy": exact}, {}, rows
 
-    return Task(name=f"synthetic_seq2seq_{modality}", train_batches=train_batches,
-                eval_batches=eval_batches, loss=loss, predict=predict, score=score,
-                model_inputs=("encoder_input_tokens", "decoder_input_tokens",
-                              "decoder_target_tokens"),
-                eval_splits=("validation",), score_inputs=("decoder_target_tokens",))
+    return Task(
+        name=f"synthetic_seq2seq_{modality}",
+        train_batches=train_batches,
+        eval_batches=eval_batches,
+        loss=loss,
+        predict=predict,
+        score=score,
+        model_inputs=("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens"),
+        eval_splits=("validation",),
+        score_inputs=("decoder_target_tokens",),
+    )

@@ -9,8 +9,27 @@ import pytest
 from chartjax.data import vocab as vocab_lib
 from tools import train_vocab
 
-WORDS = ["chart", "bar", "line", "value", "year", "sales", "price", "the", "of", "and", "2019",
-         "12.5", "Generate", "table", "|", "header", "TITLE", "x", "y"]
+WORDS = [
+    "chart",
+    "bar",
+    "line",
+    "value",
+    "year",
+    "sales",
+    "price",
+    "the",
+    "of",
+    "and",
+    "2019",
+    "12.5",
+    "Generate",
+    "table",
+    "|",
+    "header",
+    "TITLE",
+    "x",
+    "y",
+]
 
 
 @pytest.fixture(scope="session")
@@ -31,8 +50,20 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="session")
 def vocab(corpus):
     d, jsonl, _ = corpus
-    train_vocab.main(["--input", str(jsonl), "--field", "table", "--field", "caption",
-                      "--out", str(d / "spm"), "--vocab_size", "300"])
+    train_vocab.main(
+        [
+            "--input",
+            str(jsonl),
+            "--field",
+            "table",
+            "--field",
+            "caption",
+            "--out",
+            str(d / "spm"),
+            "--vocab_size",
+            "300",
+        ]
+    )
     return vocab_lib.Vocabulary(str(d / "spm.model"))
 
 
@@ -58,7 +89,7 @@ def test_encode_batch_pads_truncates_and_decodes(vocab):
     full = vocab.encode_batch(texts)
     n0, n1 = len(vocab.encode(texts[0])), len(vocab.encode(texts[1]))
     assert full.dtype == np.int32 and full.shape == (2, max(n0, n1) + 1)
-    assert full[0, n0] == 1 and (full[0, n0 + 1:] == 0).all()
+    assert full[0, n0] == 1 and (full[0, n0 + 1 :] == 0).all()
     assert full[1, n1] == 1
     assert vocab.decode_batch(full) == texts
     cut = vocab.encode_batch(texts, max_len=4)
@@ -99,7 +130,12 @@ def test_bad_vocab_files(tmp_path, corpus):
     import sentencepiece as spm
 
     _, _, txt = corpus
-    spm.SentencePieceTrainer.train(input=str(txt), model_prefix=str(tmp_path / "dflt"),
-                                   vocab_size=60, hard_vocab_limit=False, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        input=str(txt),
+        model_prefix=str(tmp_path / "dflt"),
+        vocab_size=60,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
     with pytest.raises(ValueError, match="special ids"):
         vocab_lib.Vocabulary(str(tmp_path / "dflt.model"))

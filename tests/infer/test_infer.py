@@ -31,8 +31,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VOCAB_SIZE = 400
 MAX_LEN = 8  # decode length
 MAX_PATCHES = 64  # tiny_pix2struct: 4x4 patches, 64 row/col positions
-COMMON = ["--max_decode_len", str(MAX_LEN), "--max_patches", str(MAX_PATCHES),
-          "--batch_size", "2", "--dtype", "float32"]
+COMMON = [
+    "--max_decode_len",
+    str(MAX_LEN),
+    "--max_patches",
+    str(MAX_PATCHES),
+    "--batch_size",
+    "2",
+    "--dtype",
+    "float32",
+]
 _VOCAB_TEXT = [
     "Generate underlying data table of the figure below:",
     "The chart below has the following caption: Given the caption and the chart below, "
@@ -54,8 +62,9 @@ def work(tmp_path_factory):
 def vocab_file(work) -> str:
     from tools import train_vocab
 
-    return train_vocab.train(_VOCAB_TEXT * 8, str(work / "spm"), vocab_size=VOCAB_SIZE,
-                             hard_vocab_limit=False)
+    return train_vocab.train(
+        _VOCAB_TEXT * 8, str(work / "spm"), vocab_size=VOCAB_SIZE, hard_vocab_limit=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +92,14 @@ def ckpts(work, p2s, t5_model) -> dict[str, str]:
     from chartjax import config as config_lib
     from chartjax.interop import chartjax_ckpt, hf, t5x
 
-    out = {"t5x": str(work / "p2s_t5x"), "hf": str(work / "p2s_hf"),
-           "chartjax": str(work / "p2s_cj"), "run": str(work / "p2s_run"),
-           "t5_t5x": str(work / "t5_t5x" / "checkpoint_2"), "t5_hf": str(work / "t5_hf")}
+    out = {
+        "t5x": str(work / "p2s_t5x"),
+        "hf": str(work / "p2s_hf"),
+        "chartjax": str(work / "p2s_cj"),
+        "run": str(work / "p2s_run"),
+        "t5_t5x": str(work / "t5_t5x" / "checkpoint_2"),
+        "t5_hf": str(work / "t5_hf"),
+    }
     t5x.save(p2s, os.path.join(out["t5x"], "checkpoint_3"), step=3)
     hf.save(p2s, out["hf"])
     chartjax_ckpt.save(p2s, out["chartjax"])
@@ -94,9 +108,10 @@ def ckpts(work, p2s, t5_model) -> dict[str, str]:
     # A train run: <workdir>/config.gin as train() saves it + checkpoints/<step> (train state).
     gin.clear_config()
     try:
-        config_lib.parse_gin(["tasks/pix2struct_synthetic_smoke.gin"],
-                             [f"Pix2StructConfig.vocab_size = {VOCAB_SIZE}",
-                              "Pix2StructConfig.dtype = 'float32'"])
+        config_lib.parse_gin(
+            ["tasks/pix2struct_synthetic_smoke.gin"],
+            [f"Pix2StructConfig.vocab_size = {VOCAB_SIZE}", "Pix2StructConfig.dtype = 'float32'"],
+        )
         os.makedirs(out["run"])
         with open(os.path.join(out["run"], "config.gin"), "w") as f:
             f.write(gin.config_str())
@@ -145,15 +160,19 @@ def in_pairs(decode, feats) -> np.ndarray:
     with --batch_size 2: the same shapes reuse one compilation."""
     out = []
     for i in range(0, len(feats), 2):
-        pair = list(feats[i:i + 2])
+        pair = list(feats[i : i + 2])
         n = len(pair)
         out.append(np.asarray(decode(np.stack(pair + pair[-1:] * (2 - n))))[:n])
     return np.concatenate(out)
 
 
 def ref_greedy(model, vocab, feats) -> list[str]:
-    tokens = in_pairs(lambda x: decoding.greedy_decode(
-        model, {"encoder_input_tokens": x}, max_decode_len=MAX_LEN)[0], feats)
+    tokens = in_pairs(
+        lambda x: decoding.greedy_decode(
+            model, {"encoder_input_tokens": x}, max_decode_len=MAX_LEN
+        )[0],
+        feats,
+    )
     return vocab.decode_batch(tokens)
 
 
@@ -164,8 +183,10 @@ def read_bytes(path: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def deplot_reference(p2s, vocab, images) -> dict[str, str]:
-    feats = [ref_features(read_bytes(os.path.join(images, IMAGE_FILES[i])), DEPLOT_PROMPT)
-             for i in IMAGE_IDS]
+    feats = [
+        ref_features(read_bytes(os.path.join(images, IMAGE_FILES[i])), DEPLOT_PROMPT)
+        for i in IMAGE_IDS
+    ]
     return dict(zip(IMAGE_IDS, ref_greedy(p2s, vocab, feats)))
 
 
@@ -190,11 +211,24 @@ def rows_of(out_dir) -> list[dict]:
 
 
 @pytest.mark.parametrize("fmt", ["t5x", "hf", "chartjax", "run"])
-def test_deplot_every_format_equals_direct_greedy(fmt, ckpts, vocab_file, images,
-                                                  deplot_reference, tmp_path, capsys):
+def test_deplot_every_format_equals_direct_greedy(
+    fmt, ckpts, vocab_file, images, deplot_reference, tmp_path, capsys
+):
     out = tmp_path / "out"
-    summary = run_infer(capsys, "--task", "deplot", "--checkpoint", ckpts[fmt],
-                        "--vocab", vocab_file, "--images", images, "--out", out, *COMMON)
+    summary = run_infer(
+        capsys,
+        "--task",
+        "deplot",
+        "--checkpoint",
+        ckpts[fmt],
+        "--vocab",
+        vocab_file,
+        "--images",
+        images,
+        "--out",
+        out,
+        *COMMON,
+    )
     assert summary["format"] == ("chartjax" if fmt == "run" else fmt)
     if fmt == "t5x":  # the folder's checkpoint_<step> subfolder was found
         assert summary["checkpoint"].endswith("checkpoint_3")
@@ -207,12 +241,14 @@ def test_deplot_every_format_equals_direct_greedy(fmt, ckpts, vocab_file, images
     for r in rows:
         assert r["input"] == DEPLOT_PROMPT and "target" not in r
         table = tables.parse(r["prediction"])
-        assert r["table"] == {"title": table.title, "header": list(table.header),
-                              "rows": [list(x) for x in table.rows]}
+        assert r["table"] == {
+            "title": table.title,
+            "header": list(table.header),
+            "rows": [list(x) for x in table.rows],
+        }
         with open(out / r["table_file"], newline="", encoding="utf-8") as f:
             got = list(csv.reader(f))
-        assert got == ([list(table.header)] if table.header else []) + [list(x) for x in
-                                                                         table.rows]
+        assert got == ([list(table.header)] if table.header else []) + [list(x) for x in table.rows]
     assert rows[2]["table_file"] == "tables/sub/c.csv"
 
 
@@ -221,8 +257,11 @@ def test_table_files_from_a_known_prediction(tmp_path):
     used: set[str] = set()
     ex = infer_inputs_example("test_two:198 qq")
     row = infer.make_row(ex, text, "deplot", str(tmp_path), used)
-    assert row["table"] == {"title": "Sales", "header": ["Year", "Value"],
-                            "rows": [["2019", "10"], ["2020", "2,5"]]}
+    assert row["table"] == {
+        "title": "Sales",
+        "header": ["Year", "Value"],
+        "rows": [["2019", "10"], ["2020", "2,5"]],
+    }
     assert row["table_file"] == "tables/test_two_198_qq.csv"
     with open(tmp_path / row["table_file"], newline="", encoding="utf-8") as f:
         assert list(csv.reader(f)) == [["Year", "Value"], ["2019", "10"], ["2020", "2,5"]]
@@ -252,16 +291,26 @@ def infer_inputs_example(id_):
     return Example(id=id_, prompt=DEPLOT_PROMPT, source="x")
 
 
-def test_corrupt_image_stops_or_is_skipped(ckpts, vocab_file, images, deplot_reference,
-                                           tmp_path, capsys):
+def test_corrupt_image_stops_or_is_skipped(
+    ckpts, vocab_file, images, deplot_reference, tmp_path, capsys
+):
     d = tmp_path / "charts"
     d.mkdir()
     shutil.copy(os.path.join(images, "a.png"), d / "a.png")
     shutil.copy(os.path.join(images, "B.PNG"), d / "B.PNG")
     good = read_bytes(os.path.join(images, "a.png"))
     (d / "bad.png").write_bytes(good[: len(good) // 3])  # truncated PNG
-    args = ["--task", "deplot", "--checkpoint", ckpts["hf"], "--vocab", vocab_file,
-            "--images", d, *COMMON]
+    args = [
+        "--task",
+        "deplot",
+        "--checkpoint",
+        ckpts["hf"],
+        "--vocab",
+        vocab_file,
+        "--images",
+        d,
+        *COMMON,
+    ]
     err = fail_infer(capsys, *args, "--out", tmp_path / "o1")
     assert str(d / "bad.png") in err and "--skip_bad" in err
     assert not (tmp_path / "o1" / "predictions.jsonl").exists()
@@ -269,56 +318,117 @@ def test_corrupt_image_stops_or_is_skipped(ckpts, vocab_file, images, deplot_ref
     summary = run_infer(capsys, *args, "--out", tmp_path / "o2", "--skip_bad")
     assert (summary["examples"], summary["skipped"]) == (2, 1)
     rows = rows_of(tmp_path / "o2")
-    assert {r["id"]: r["prediction"] for r in rows} == {
-        k: deplot_reference[k] for k in ("B", "a")}
+    assert {r["id"]: r["prediction"] for r in rows} == {k: deplot_reference[k] for k in ("B", "a")}
 
 
 def test_bad_vocab_format_and_family(ckpts, vocab_file, images, tmp_path, capsys):
     base = ["--images", images, "--out", tmp_path / "o", *COMMON]
     missing = tmp_path / "nope.model"
-    err = fail_infer(capsys, "--task", "deplot", "--checkpoint", ckpts["hf"], "--vocab",
-                     missing, *base)
+    err = fail_infer(
+        capsys, "--task", "deplot", "--checkpoint", ckpts["hf"], "--vocab", missing, *base
+    )
     assert f"vocabulary file not found: {missing}" in err
     # A T5 for an image task, a Pix2Struct for text.
-    err = fail_infer(capsys, "--task", "deplot", "--checkpoint", ckpts["t5_hf"], "--vocab",
-                     vocab_file, *base)
+    err = fail_infer(
+        capsys, "--task", "deplot", "--checkpoint", ckpts["t5_hf"], "--vocab", vocab_file, *base
+    )
     assert "T5 (text-to-text) model" in err and "--task deplot" in err
-    err = fail_infer(capsys, "--task", "text", "--checkpoint", ckpts["hf"], "--vocab",
-                     vocab_file, "--inputs", tmp_path / "x.jsonl", "--template", "{claim}",
-                     "--out", tmp_path / "o")
+    err = fail_infer(
+        capsys,
+        "--task",
+        "text",
+        "--checkpoint",
+        ckpts["hf"],
+        "--vocab",
+        vocab_file,
+        "--inputs",
+        tmp_path / "x.jsonl",
+        "--template",
+        "{claim}",
+        "--out",
+        tmp_path / "o",
+    )
     assert "Pix2Struct-family image model" in err and "--task text" in err
     # Unknown format, and a format that does not match.
     (tmp_path / "empty").mkdir()
-    err = fail_infer(capsys, "--task", "deplot", "--checkpoint", tmp_path / "empty", "--vocab",
-                     vocab_file, *base)
+    err = fail_infer(
+        capsys, "--task", "deplot", "--checkpoint", tmp_path / "empty", "--vocab", vocab_file, *base
+    )
     assert "unknown checkpoint format" in err and "`checkpoint` msgpack" in err
     assert "model.safetensors" in err and "params/" in err
-    err = fail_infer(capsys, "--task", "deplot", "--checkpoint", ckpts["hf"], "--format", "t5x",
-                     "--vocab", vocab_file, *base)
+    err = fail_infer(
+        capsys,
+        "--task",
+        "deplot",
+        "--checkpoint",
+        ckpts["hf"],
+        "--format",
+        "t5x",
+        "--vocab",
+        vocab_file,
+        *base,
+    )
     assert "is not a t5x checkpoint" in err
     assert not (tmp_path / "o").exists()
 
 
 def test_text_task_from_jsonl(ckpts, t5_model, vocab, vocab_file, tmp_path, capsys):
-    rows = [{"id": "c1", "claim": "Votes rose.", "caption": "Votes",
-             "table": {"title": "Votes", "header": ["Year", "Votes"], "rows": [["2019", "10"]]},
-             "target": "The points go up."},
-            {"id": "c2", "claim": "Sales fell.", "caption": "Sales 2020", "table": "A | B\n1 | 2",
-             "target": "They rose."},
-            {"id": "c3", "claim": "Prices %", "caption": "Prices", "table": "", "target": "No."}]
+    rows = [
+        {
+            "id": "c1",
+            "claim": "Votes rose.",
+            "caption": "Votes",
+            "table": {"title": "Votes", "header": ["Year", "Votes"], "rows": [["2019", "10"]]},
+            "target": "The points go up.",
+        },
+        {
+            "id": "c2",
+            "claim": "Sales fell.",
+            "caption": "Sales 2020",
+            "table": "A | B\n1 | 2",
+            "target": "They rose.",
+        },
+        {"id": "c3", "claim": "Prices %", "caption": "Prices", "table": "", "target": "No."},
+    ]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     template = FLAN_CLASS  # named template "chartcheck_flan_class": the task module's prompt
-    summary = run_infer(capsys, "--task", "text", "--checkpoint", ckpts["t5_t5x"], "--vocab",
-                        vocab_file, "--inputs", src, "--template", "chartcheck_flan_class",
-                        "--out", tmp_path / "o", "--max_input_len", 32, *COMMON)
+    summary = run_infer(
+        capsys,
+        "--task",
+        "text",
+        "--checkpoint",
+        ckpts["t5_t5x"],
+        "--vocab",
+        vocab_file,
+        "--inputs",
+        src,
+        "--template",
+        "chartcheck_flan_class",
+        "--out",
+        tmp_path / "o",
+        "--max_input_len",
+        32,
+        *COMMON,
+    )
     assert summary["format"] == "t5x" and summary["examples"] == 3
-    prompts = [template.format(claim=r["claim"], caption=r["caption"],
-                               table=r["table"] if isinstance(r["table"], str) else
-                               "TITLE | Votes\nYear | Votes\n2019 | 10") for r in rows]
+    prompts = [
+        template.format(
+            claim=r["claim"],
+            caption=r["caption"],
+            table=r["table"]
+            if isinstance(r["table"], str)
+            else "TITLE | Votes\nYear | Votes\n2019 | 10",
+        )
+        for r in rows
+    ]
     ids = vocab.encode_batch(prompts, max_len=32, add_eos=True)
-    tokens = in_pairs(lambda x: decoding.greedy_decode(
-        t5_model, {"encoder_input_tokens": x}, max_decode_len=MAX_LEN)[0], list(ids))
+    tokens = in_pairs(
+        lambda x: decoding.greedy_decode(
+            t5_model, {"encoder_input_tokens": x}, max_decode_len=MAX_LEN
+        )[0],
+        list(ids),
+    )
     got = rows_of(tmp_path / "o")
     assert [r["prediction"] for r in got] == vocab.decode_batch(tokens)
     assert [r["input"] for r in got] == prompts
@@ -326,9 +436,22 @@ def test_text_task_from_jsonl(ckpts, t5_model, vocab, vocab_file, tmp_path, caps
     assert summary["truncated_inputs"] == sum(len(vocab.encode(p)) + 1 > 32 for p in prompts)
     # A row without a template field names the file and line.
     src.write_text(json.dumps({"id": "x", "claim": "c"}) + "\n", encoding="utf-8")
-    err = fail_infer(capsys, "--task", "text", "--checkpoint", ckpts["t5_t5x"], "--vocab",
-                     vocab_file, "--inputs", src, "--template", "{claim} / {caption}", "--out",
-                     tmp_path / "o2", *COMMON)
+    err = fail_infer(
+        capsys,
+        "--task",
+        "text",
+        "--checkpoint",
+        ckpts["t5_t5x"],
+        "--vocab",
+        vocab_file,
+        "--inputs",
+        src,
+        "--template",
+        "{claim} / {caption}",
+        "--out",
+        tmp_path / "o2",
+        *COMMON,
+    )
     assert f"{src}:1: no field 'caption'" in err
 
 
@@ -337,8 +460,11 @@ def _build_chartcheck(data_dir: str) -> None:
 
     mod = importlib.import_module("tfds_builders.chartcheck.chartcheck")
     builder = mod.Builder(data_dir=data_dir)
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        manual_dir=os.path.join(ROOT, "tfds_builders", "chartcheck", "dummy_data")))
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(
+            manual_dir=os.path.join(ROOT, "tfds_builders", "chartcheck", "dummy_data")
+        )
+    )
 
 
 def test_chartcheck_tfds_split(ckpts, p2s, vocab, vocab_file, tmp_path, capsys):
@@ -352,15 +478,37 @@ def test_chartcheck_tfds_split(ckpts, p2s, vocab, vocab_file, tmp_path, capsys):
     ds = builder.as_dataset(split="test_two", decoders={"image": tfds.decode.SkipDecoding()})
     want = []
     for ex in tfds.as_numpy(ds):
-        prompt = CHARTCHECK_PROMPT.format(caption=ex["caption"].decode(),
-                                          claim=ex["claim"].decode())
+        prompt = CHARTCHECK_PROMPT.format(
+            caption=ex["caption"].decode(), claim=ex["claim"].decode()
+        )
         label = builder.info.features["label"].int2str(int(ex["label"]))
-        want.append((ex["id"].decode(), prompt, {"supports": "Yes", "refutes": "No"}[label],
-                     ref_features(ex["image"], prompt, font_size=12)))
+        want.append(
+            (
+                ex["id"].decode(),
+                prompt,
+                {"supports": "Yes", "refutes": "No"}[label],
+                ref_features(ex["image"], prompt, font_size=12),
+            )
+        )
     assert len(want) == builder.info.splits["test_two"].num_examples >= 2
-    summary = run_infer(capsys, "--task", "chartcheck", "--checkpoint", ckpts["chartjax"],
-                        "--vocab", vocab_file, "--tfds", "chartcheck:test_two", "--data_dir",
-                        data_dir, "--out", tmp_path / "o", "--header_font_size", 12, *COMMON)
+    summary = run_infer(
+        capsys,
+        "--task",
+        "chartcheck",
+        "--checkpoint",
+        ckpts["chartjax"],
+        "--vocab",
+        vocab_file,
+        "--tfds",
+        "chartcheck:test_two",
+        "--data_dir",
+        data_dir,
+        "--out",
+        tmp_path / "o",
+        "--header_font_size",
+        12,
+        *COMMON,
+    )
     assert summary["examples"] == len(want)
     rows = rows_of(tmp_path / "o")
     assert [(r["id"], r["target"]) for r in rows] == [(w[0], w[2]) for w in want]
@@ -370,34 +518,80 @@ def test_chartcheck_tfds_split(ckpts, p2s, vocab, vocab_file, tmp_path, capsys):
 
 def test_beam_search_returns_top_beam(ckpts, p2s, vocab, vocab_file, images, tmp_path, capsys):
     header = "Which year had the most sales?"
-    run_infer(capsys, "--task", "chartqa", "--checkpoint", ckpts["t5x"], "--vocab", vocab_file,
-              "--images", images, "--header", header, "--beam_size", 2, "--out",
-              tmp_path / "o", *COMMON)
-    feats = [ref_features(read_bytes(os.path.join(images, IMAGE_FILES[i])), header)
-             for i in IMAGE_IDS]
-    tokens = in_pairs(lambda x: decoding.beam_search(
-        p2s, {"encoder_input_tokens": x}, max_decode_len=MAX_LEN, num_beams=2, alpha=0.6)[0],
-        feats)
+    run_infer(
+        capsys,
+        "--task",
+        "chartqa",
+        "--checkpoint",
+        ckpts["t5x"],
+        "--vocab",
+        vocab_file,
+        "--images",
+        images,
+        "--header",
+        header,
+        "--beam_size",
+        2,
+        "--out",
+        tmp_path / "o",
+        *COMMON,
+    )
+    feats = [
+        ref_features(read_bytes(os.path.join(images, IMAGE_FILES[i])), header) for i in IMAGE_IDS
+    ]
+    tokens = in_pairs(
+        lambda x: decoding.beam_search(
+            p2s, {"encoder_input_tokens": x}, max_decode_len=MAX_LEN, num_beams=2, alpha=0.6
+        )[0],
+        feats,
+    )
     want = vocab.decode_batch(tokens[:, 0])
     rows = rows_of(tmp_path / "o")
     assert [r["prediction"] for r in rows] == want
     assert all(r["input"] == header for r in rows)
 
 
-def test_chartqa_from_jsonl_with_images(ckpts, p2s, vocab, vocab_file, images, tmp_path,
-                                        capsys):
+def test_chartqa_from_jsonl_with_images(ckpts, p2s, vocab, vocab_file, images, tmp_path, capsys):
     src = tmp_path / "qa.jsonl"
-    rows = [{"id": "q1", "image": os.path.relpath(os.path.join(images, "a.png"), tmp_path),
-             "query": "What is the maximum?", "answer": "10"},  # ChartQA's own key
-            {"id": "q2", "image": os.path.join(images, "sub", "c.jpg"),
-             "question": "Which year is lowest?", "answer": "2019"}]
+    rows = [
+        {
+            "id": "q1",
+            "image": os.path.relpath(os.path.join(images, "a.png"), tmp_path),
+            "query": "What is the maximum?",
+            "answer": "10",
+        },  # ChartQA's own key
+        {
+            "id": "q2",
+            "image": os.path.join(images, "sub", "c.jpg"),
+            "question": "Which year is lowest?",
+            "answer": "2019",
+        },
+    ]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    run_infer(capsys, "--task", "chartqa", "--checkpoint", ckpts["hf"], "--vocab", vocab_file,
-              "--inputs", src, "--target_field", "answer", "--out", tmp_path / "o", *COMMON)
+    run_infer(
+        capsys,
+        "--task",
+        "chartqa",
+        "--checkpoint",
+        ckpts["hf"],
+        "--vocab",
+        vocab_file,
+        "--inputs",
+        src,
+        "--target_field",
+        "answer",
+        "--out",
+        tmp_path / "o",
+        *COMMON,
+    )
     questions = ["What is the maximum?", "Which year is lowest?"]
-    feats = [ref_features(read_bytes(os.path.join(images, f)), q)
-             for f, q in zip(("a.png", "sub/c.jpg"), questions)]
+    feats = [
+        ref_features(read_bytes(os.path.join(images, f)), q)
+        for f, q in zip(("a.png", "sub/c.jpg"), questions)
+    ]
     got = rows_of(tmp_path / "o")
     assert [(r["id"], r["input"], r["target"]) for r in got] == [
-        ("q1", questions[0], "10"), ("q2", questions[1], "2019")]
+        ("q1", questions[0], "10"),
+        ("q2", questions[1], "2019"),
+    ]
     assert [r["prediction"] for r in got] == ref_greedy(p2s, vocab, feats)

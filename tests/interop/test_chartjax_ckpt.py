@@ -30,22 +30,29 @@ def saved(tmp_path_factory):
     run.mkdir()
     gin.clear_config()
     try:
-        config_lib.parse_gin(["tasks/pix2struct_synthetic_smoke.gin"],
-                             [f"Pix2StructConfig.vocab_size = {VOCAB}"])
+        config_lib.parse_gin(
+            ["tasks/pix2struct_synthetic_smoke.gin"], [f"Pix2StructConfig.vocab_size = {VOCAB}"]
+        )
         (run / "config.gin").write_text(gin.config_str())
     finally:
         gin.clear_config()
     ck = ckpt_lib.Checkpointer(str(run))
     params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
-    ck.save(5, {"step": np.int32(5), "params": params, "opt_state": {"mu": params}},
-            {"step": 5}, force=True)
+    ck.save(
+        5,
+        {"step": np.int32(5), "params": params, "opt_state": {"mu": params}},
+        {"step": 5},
+        force=True,
+    )
     ck.close()
     return model, str(d / "params_ckpt"), str(run)
 
 
 def _flat(params: dict) -> dict:
-    return {jax.tree_util.keystr(k): np.asarray(v)
-            for k, v in jax.tree_util.tree_flatten_with_path(params)[0]}
+    return {
+        jax.tree_util.keystr(k): np.asarray(v)
+        for k, v in jax.tree_util.tree_flatten_with_path(params)[0]
+    }
 
 
 def _assert_same(a: dict, b: dict):
@@ -71,8 +78,9 @@ def test_init_from_params_and_run_checkpoints(saved):
 
     small = tiny.tiny_pix2struct(vocab_size=VOCAB // 2)
     with pytest.raises(ValueError, match="params_ckpt"):
-        init_checkpoint.load_params("chartjax", params_dir,
-                                    lambda rngs: p2s_lib.Pix2Struct(small, rngs=rngs))
+        init_checkpoint.load_params(
+            "chartjax", params_dir, lambda rngs: p2s_lib.Pix2Struct(small, rngs=rngs)
+        )
 
 
 def test_load_run_rebuilds_the_model_from_config_gin(saved):
@@ -82,8 +90,10 @@ def test_load_run_rebuilds_the_model_from_config_gin(saved):
     cfg = formats.read_config(loc, dtype="float32")
     assert cfg.vocab_size == VOCAB and cfg.emb_dim == 32 and cfg.patch_size == 4
     loaded = formats.load(loc, cfg)
-    _assert_same(nnx.to_pure_dict(nnx.state(loaded, nnx.Param)),
-                 nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+    _assert_same(
+        nnx.to_pure_dict(nnx.state(loaded, nnx.Param)),
+        nnx.to_pure_dict(nnx.state(model, nnx.Param)),
+    )
     assert "train.model_fn" not in gin.config_str()  # gin state left clear
 
 

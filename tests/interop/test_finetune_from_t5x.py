@@ -13,8 +13,14 @@ from chartjax.interop import t5x
 from chartjax.models import losses, t5, tiny
 from chartjax.tasks import seq2seq_synthetic
 
-BINDINGS = ["T5Config.dtype = 'float32'", "train.num_train_steps = 2", "train.log_every = 1",
-            "train.checkpoint_every = 2", "train.final_eval = False", "train.progress = False"]
+BINDINGS = [
+    "T5Config.dtype = 'float32'",
+    "train.num_train_steps = 2",
+    "train.log_every = 1",
+    "train.checkpoint_every = 2",
+    "train.final_eval = False",
+    "train.progress = False",
+]
 
 
 def _run(workdir, extra):
@@ -38,8 +44,7 @@ def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout):
     batch = jax.tree.map(np.asarray, next(task.train_batches(16, 0, 0, 0, 1)))
     expected, _ = losses.seq2seq_loss(model, batch, deterministic=True)
 
-    fine = _run(tmp_path / "finetune", ["include 'init/t5x.gin'",
-                                        f"INIT_PATH = '{ckpt}'"])
+    fine = _run(tmp_path / "finetune", ["include 'init/t5x.gin'", f"INIT_PATH = '{ckpt}'"])
     scratch = _run(tmp_path / "scratch", [])
     assert sorted(fine) == [1, 2]
     np.testing.assert_allclose(fine[1], float(expected), rtol=1e-5)
@@ -64,16 +69,23 @@ def test_zero_shot_evaluation_of_the_init_weights(tmp_path):
     expected = task.score(np.argmax(np.asarray(logits), -1), batch, "validation")[0]
 
     gin.clear_config()
-    config_lib.parse_gin(["tasks/t5_synthetic_smoke.gin"], [
-        "T5Config.dtype = 'float32'", "evaluate.eval_batch_size = 32",
-        "include 'init/t5x.gin'", f"INIT_PATH = '{ckpt}'"])
+    config_lib.parse_gin(
+        ["tasks/t5_synthetic_smoke.gin"],
+        [
+            "T5Config.dtype = 'float32'",
+            "evaluate.eval_batch_size = 32",
+            "include 'init/t5x.gin'",
+            f"INIT_PATH = '{ckpt}'",
+        ],
+    )
     try:
         out = eval_lib.evaluate(str(tmp_path / "zero"))["validation"]
     finally:
         gin.clear_config()
     assert out["metrics"] == pytest.approx(expected, abs=1e-6)
-    obj = json.loads((tmp_path / "zero" / "eval" / "validation" / "step_0" / "metrics.json")
-                     .read_text())
+    obj = json.loads(
+        (tmp_path / "zero" / "eval" / "validation" / "step_0" / "metrics.json").read_text()
+    )
     assert obj["step"] == 0 and obj["provenance"]["checkpoint"] == f"t5x:{ckpt}"
 
 

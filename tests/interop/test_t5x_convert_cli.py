@@ -21,13 +21,17 @@ def test_chain_of_conversions(tmp_path, capsys):
     model = p2s_lib.build(tiny_pix2struct(), 5)
     src = tmp_path / "checkpoint_9"
     t5x.save(model, str(src), step=9)
-    steps = [("t5x", "chartjax", src, tmp_path / "cj"), ("chartjax", "hf", tmp_path / "cj",
-             tmp_path / "hf"), ("hf", "t5x", tmp_path / "hf", tmp_path / "checkpoint_out")]
+    steps = [
+        ("t5x", "chartjax", src, tmp_path / "cj"),
+        ("chartjax", "hf", tmp_path / "cj", tmp_path / "hf"),
+        ("hf", "t5x", tmp_path / "hf", tmp_path / "checkpoint_out"),
+    ]
     for a, b, i, o in steps:
         convert_checkpoint.main(["--from", a, "--to", b, str(i), str(o)])
         line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert line["family"] == "Pix2Struct" and line["params"] == sum(
-            w.size for w in _flat(model).values())
+            w.size for w in _flat(model).values()
+        )
     assert (tmp_path / "cj" / "params").is_dir()
     assert json.loads((tmp_path / "cj" / "config.json").read_text())["family"] == "pix2struct"
     back, cfg = convert_checkpoint.load_chartjax(str(tmp_path / "cj"))
@@ -42,12 +46,14 @@ def test_chain_of_conversions(tmp_path, capsys):
 
 def test_cli_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        convert_checkpoint.main(["--from", "t5x", "--to", "hf", str(tmp_path / "nope"),
-                                 str(tmp_path / "o")])
+        convert_checkpoint.main(
+            ["--from", "t5x", "--to", "hf", str(tmp_path / "nope"), str(tmp_path / "o")]
+        )
     assert "input not found" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit) as e:
-        convert_checkpoint.main(["--from", "chartjax", "--to", "hf", str(tmp_path / "empty"),
-                                 str(tmp_path / "o")])
+        convert_checkpoint.main(
+            ["--from", "chartjax", "--to", "hf", str(tmp_path / "empty"), str(tmp_path / "o")]
+        )
     assert e.value.code == 1
     assert "not a chartjax params checkpoint" in capsys.readouterr().err

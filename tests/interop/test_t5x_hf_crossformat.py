@@ -31,43 +31,74 @@ T, P = 12, 12
 
 def p2s_t5x_names(n_enc: int, n_dec: int) -> list[str]:
     """Pix2Struct T5X parameter names, as listed in models.md §1.6."""
-    names = ["encoder/token_embedder/patch_projection/kernel",
-             "encoder/token_embedder/patch_projection/bias",
-             "encoder/token_embedder/embedders_0/pos_embedding",
-             "encoder/token_embedder/embedders_1/pos_embedding",
-             "encoder/encoder_norm/scale", "decoder/token_embedder/embedding",
-             "decoder/relpos_bias/rel_embedding", "decoder/decoder_norm/scale",
-             "decoder/logits_dense/kernel"]
+    names = [
+        "encoder/token_embedder/patch_projection/kernel",
+        "encoder/token_embedder/patch_projection/bias",
+        "encoder/token_embedder/embedders_0/pos_embedding",
+        "encoder/token_embedder/embedders_1/pos_embedding",
+        "encoder/encoder_norm/scale",
+        "decoder/token_embedder/embedding",
+        "decoder/relpos_bias/rel_embedding",
+        "decoder/decoder_norm/scale",
+        "decoder/logits_dense/kernel",
+    ]
     for i in range(n_enc):
-        names += [f"encoder/layers_{i}/{s}" for s in (
-            "pre_attention_layer_norm/scale", "attention/query/kernel", "attention/key/kernel",
-            "attention/value/kernel", "attention/out/kernel", "pre_mlp_layer_norm/scale",
-            "mlp/wi_0/kernel", "mlp/wi_1/kernel", "mlp/wo/kernel")]
+        names += [
+            f"encoder/layers_{i}/{s}"
+            for s in (
+                "pre_attention_layer_norm/scale",
+                "attention/query/kernel",
+                "attention/key/kernel",
+                "attention/value/kernel",
+                "attention/out/kernel",
+                "pre_mlp_layer_norm/scale",
+                "mlp/wi_0/kernel",
+                "mlp/wi_1/kernel",
+                "mlp/wo/kernel",
+            )
+        ]
     for i in range(n_dec):
-        names += [f"decoder/layers_{i}/pre_{a}_layer_norm/scale" for a in ("self_attention",
-                                                                          "cross_attention", "mlp")]
-        names += [f"decoder/layers_{i}/{a}/{p}/kernel" for a in ("self_attention",
-                  "encoder_decoder_attention") for p in ("query", "key", "value", "out")]
+        names += [
+            f"decoder/layers_{i}/pre_{a}_layer_norm/scale"
+            for a in ("self_attention", "cross_attention", "mlp")
+        ]
+        names += [
+            f"decoder/layers_{i}/{a}/{p}/kernel"
+            for a in ("self_attention", "encoder_decoder_attention")
+            for p in ("query", "key", "value", "out")
+        ]
         names += [f"decoder/layers_{i}/mlp/{w}/kernel" for w in ("wi_0", "wi_1", "wo")]
     return names
 
 
-_ALL = [("token_embedder", "embeddings"), ("encoder_norm", "layernorm"), ("kernel", "weight"),
-        (".out", ".output"), ("scale", "weight"),
-        ("embedders_0.pos_embedding", "row_embedder.weight"),
-        ("embedders_1.pos_embedding", "column_embedder.weight")]
-_DEC = [("query", "attention.query"), ("key", "attention.key"), ("value", "attention.value"),
-        ("output.dense", "output"),
-        ("encoder_decoder_attention.o", "encoder_decoder_attention.attention.o"),
-        ("pre_self_attention_layer_norm", "self_attention.layer_norm"),
-        ("pre_cross_attention_layer_norm", "encoder_decoder_attention.layer_norm"),
-        ("mlp.", "mlp.DenseReluDense."), ("pre_mlp_layer_norm", "mlp.layer_norm"),
-        ("self_attention.o", "self_attention.attention.o"),
-        ("decoder.embeddings.embedding", "decoder.embed_tokens.weight"),
-        ("decoder.relpos_bias.rel_embedding",
-         "decoder.layer.0.self_attention.attention.relative_attention_bias.weight"),
-        ("decoder.decoder_norm.weight", "decoder.final_layer_norm.weight"),
-        ("decoder.logits_dense.weight", "decoder.lm_head.weight")]
+_ALL = [
+    ("token_embedder", "embeddings"),
+    ("encoder_norm", "layernorm"),
+    ("kernel", "weight"),
+    (".out", ".output"),
+    ("scale", "weight"),
+    ("embedders_0.pos_embedding", "row_embedder.weight"),
+    ("embedders_1.pos_embedding", "column_embedder.weight"),
+]
+_DEC = [
+    ("query", "attention.query"),
+    ("key", "attention.key"),
+    ("value", "attention.value"),
+    ("output.dense", "output"),
+    ("encoder_decoder_attention.o", "encoder_decoder_attention.attention.o"),
+    ("pre_self_attention_layer_norm", "self_attention.layer_norm"),
+    ("pre_cross_attention_layer_norm", "encoder_decoder_attention.layer_norm"),
+    ("mlp.", "mlp.DenseReluDense."),
+    ("pre_mlp_layer_norm", "mlp.layer_norm"),
+    ("self_attention.o", "self_attention.attention.o"),
+    ("decoder.embeddings.embedding", "decoder.embed_tokens.weight"),
+    (
+        "decoder.relpos_bias.rel_embedding",
+        "decoder.layer.0.self_attention.attention.relative_attention_bias.weight",
+    ),
+    ("decoder.decoder_norm.weight", "decoder.final_layer_norm.weight"),
+    ("decoder.logits_dense.weight", "decoder.lm_head.weight"),
+]
 
 
 def p2s_hf_name(t5x_name: str) -> tuple[str, bool]:
@@ -88,20 +119,32 @@ def p2s_hf_name(t5x_name: str) -> tuple[str, bool]:
 def t5_t5x_names(n_enc: int, n_dec: int, gated: bool, tied: bool) -> list[str]:
     """T5.1.1 / Flan-T5 (or T5 1.0 with `tied`) T5X names, models.md §3.6."""
     wis = ("wi_0", "wi_1") if gated else ("wi",)
-    names = ["token_embedder/embedding", "encoder/relpos_bias/rel_embedding",
-             "encoder/encoder_norm/scale", "decoder/relpos_bias/rel_embedding",
-             "decoder/decoder_norm/scale"] + ([] if tied else ["decoder/logits_dense/kernel"])
+    names = [
+        "token_embedder/embedding",
+        "encoder/relpos_bias/rel_embedding",
+        "encoder/encoder_norm/scale",
+        "decoder/relpos_bias/rel_embedding",
+        "decoder/decoder_norm/scale",
+    ] + ([] if tied else ["decoder/logits_dense/kernel"])
     for i in range(n_enc):
-        names += [f"encoder/layers_{i}/pre_attention_layer_norm/scale",
-                  f"encoder/layers_{i}/pre_mlp_layer_norm/scale"]
-        names += [f"encoder/layers_{i}/attention/{p}/kernel" for p in ("query", "key", "value",
-                                                                       "out")]
+        names += [
+            f"encoder/layers_{i}/pre_attention_layer_norm/scale",
+            f"encoder/layers_{i}/pre_mlp_layer_norm/scale",
+        ]
+        names += [
+            f"encoder/layers_{i}/attention/{p}/kernel" for p in ("query", "key", "value", "out")
+        ]
         names += [f"encoder/layers_{i}/mlp/{w}/kernel" for w in (*wis, "wo")]
     for i in range(n_dec):
-        names += [f"decoder/layers_{i}/pre_{a}_layer_norm/scale" for a in ("self_attention",
-                                                                          "cross_attention", "mlp")]
-        names += [f"decoder/layers_{i}/{a}/{p}/kernel" for a in ("self_attention",
-                  "encoder_decoder_attention") for p in ("query", "key", "value", "out")]
+        names += [
+            f"decoder/layers_{i}/pre_{a}_layer_norm/scale"
+            for a in ("self_attention", "cross_attention", "mlp")
+        ]
+        names += [
+            f"decoder/layers_{i}/{a}/{p}/kernel"
+            for a in ("self_attention", "encoder_decoder_attention")
+            for p in ("query", "key", "value", "out")
+        ]
         names += [f"decoder/layers_{i}/mlp/{w}/kernel" for w in (*wis, "wo")]
     return names
 
@@ -120,11 +163,16 @@ def t5_hf_name(t5x_name: str) -> tuple[str, bool]:
         return f"{stack}.final_layer_norm.weight", False
     i, sub = int(p[1].removeprefix("layers_")), p[2]
     ff = 1 if stack == "encoder" else 2
-    sub_layer = {"pre_attention_layer_norm": "0.layer_norm", "attention": "0.SelfAttention",
-                 "pre_self_attention_layer_norm": "0.layer_norm", "self_attention": "0.SelfAttention",
-                 "pre_cross_attention_layer_norm": "1.layer_norm",
-                 "encoder_decoder_attention": "1.EncDecAttention",
-                 "pre_mlp_layer_norm": f"{ff}.layer_norm", "mlp": f"{ff}.DenseReluDense"}[sub]
+    sub_layer = {
+        "pre_attention_layer_norm": "0.layer_norm",
+        "attention": "0.SelfAttention",
+        "pre_self_attention_layer_norm": "0.layer_norm",
+        "self_attention": "0.SelfAttention",
+        "pre_cross_attention_layer_norm": "1.layer_norm",
+        "encoder_decoder_attention": "1.EncDecAttention",
+        "pre_mlp_layer_norm": f"{ff}.layer_norm",
+        "mlp": f"{ff}.DenseReluDense",
+    }[sub]
     leaf = {"query": "q", "key": "k", "value": "v", "out": "o"}.get(p[3], p[3])
     if sub.endswith("layer_norm"):
         return f"{stack}.block.{i}.layer.{sub_layer}.weight", False
@@ -145,10 +193,20 @@ def _write_zarr(ckpt, name: str, a: np.ndarray, chunks: list[int]) -> None:
     d = ckpt / name
     d.mkdir()
     zdtype = "bfloat16" if a.dtype == ml_dtypes.bfloat16 else "<f4"
-    (d / ".zarray").write_text(json.dumps({
-        "zarr_format": 2, "shape": list(a.shape), "chunks": chunks, "dtype": zdtype,
-        "compressor": {"id": "gzip", "level": 1}, "fill_value": None, "order": "C",
-        "filters": None}))
+    (d / ".zarray").write_text(
+        json.dumps(
+            {
+                "zarr_format": 2,
+                "shape": list(a.shape),
+                "chunks": chunks,
+                "dtype": zdtype,
+                "compressor": {"id": "gzip", "level": 1},
+                "fill_value": None,
+                "order": "C",
+                "filters": None,
+            }
+        )
+    )
     grid = [math.ceil(s / c) for s, c in zip(a.shape, chunks)]
     for idx in itertools.product(*map(range, grid)):
         part = a[tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, chunks))]
@@ -157,8 +215,16 @@ def _write_zarr(ckpt, name: str, a: np.ndarray, chunks: list[int]) -> None:
         (d / ".".join(map(str, idx))).write_bytes(gzip.compress(block.tobytes("C")))
 
 
-def write_t5x(ckpt, arrays: dict[str, np.ndarray], *, variant: str, dtype, chunk_elems: int,
-              step: int = 1234, param_states: dict | None = None) -> None:
+def write_t5x(
+    ckpt,
+    arrays: dict[str, np.ndarray],
+    *,
+    variant: str,
+    dtype,
+    chunk_elems: int,
+    step: int = 1234,
+    param_states: dict | None = None,
+) -> None:
     """`arrays` (T5X name -> float32 array) as a T5X checkpoint dir. Arrays of at least
     `chunk_elems` elements go to zarr (chunked to about that size), smaller ones inline."""
     ckpt.mkdir(parents=True)
@@ -176,11 +242,20 @@ def write_t5x(ckpt, arrays: dict[str, np.ndarray], *, variant: str, dtype, chunk
             meta = {"compressor": {"id": "gzip"}, "shape": list(a.shape), "chunks": chunks}
             dt = "bfloat16" if a.dtype == ml_dtypes.bfloat16 else "float32"
             if variant == "kvstore":
-                leaf = {"driver": "zarr", "dtype": dt, "metadata": meta,
-                        "kvstore": {"driver": "file", "path": fname}}
+                leaf = {
+                    "driver": "zarr",
+                    "dtype": dt,
+                    "metadata": meta,
+                    "kvstore": {"driver": "file", "path": fname},
+                }
             else:
-                leaf = {"driver": "zarr", "dtype": dt, "metadata": meta, "path": fname,
-                        "kvstore": {"driver": "gcs", "bucket": "t5x-dummy-bucket"}}
+                leaf = {
+                    "driver": "zarr",
+                    "dtype": dt,
+                    "metadata": meta,
+                    "path": fname,
+                    "kvstore": {"driver": "gcs", "bucket": "t5x-dummy-bucket"},
+                }
         node = target
         for part in name.split("/")[:-1]:
             node = node.setdefault(part, {})
@@ -191,8 +266,16 @@ def write_t5x(ckpt, arrays: dict[str, np.ndarray], *, variant: str, dtype, chunk
         for part in name.split("/"):
             node = node.setdefault(part, {})
         node.update({k: _ext_array(v) for k, v in slots.items()})
-    tree = {"version": 3, "optimizer": {"target": target, "state": {
-        "step": _ext_array(np.asarray(step, np.int32), code=3), "param_states": states}}}
+    tree = {
+        "version": 3,
+        "optimizer": {
+            "target": target,
+            "state": {
+                "step": _ext_array(np.asarray(step, np.int32), code=3),
+                "param_states": states,
+            },
+        },
+    }
     (ckpt / "checkpoint").write_bytes(msgpack.packb(tree, use_bin_type=True))
 
 
@@ -200,25 +283,72 @@ def write_t5x(ckpt, arrays: dict[str, np.ndarray], *, variant: str, dtype, chunk
 
 CASES = {
     # name: (kind, HF config kwargs, variant, stored dtype)
-    "p2s_kvstore_f32": ("p2s", (dict(vocab_size=80, hidden_size=24, d_kv=8, d_ff=40, num_layers=2,
-                                     num_heads=3),
-                                dict(hidden_size=24, patch_embed_hidden_size=48, d_ff=40, d_kv=8,
-                                     num_hidden_layers=2, num_attention_heads=3, seq_len=32)),
-                        "kvstore", np.float32),
-    "p2s_toplevel_bf16": ("p2s", (dict(vocab_size=64, hidden_size=16, d_kv=8, d_ff=32,
-                                       num_layers=1, num_heads=2),
-                                  dict(hidden_size=16, patch_embed_hidden_size=12, d_ff=32, d_kv=8,
-                                       num_hidden_layers=2, num_attention_heads=2, seq_len=16)),
-                          "top_level", ml_dtypes.bfloat16),
-    "t5_gated_toplevel_f32": ("t5", dict(vocab_size=96, d_model=24, d_kv=10, d_ff=40, num_layers=2,
-                                         num_decoder_layers=3, num_heads=3,
-                                         feed_forward_proj="gated-gelu",
-                                         tie_word_embeddings=False),
-                              "top_level", np.float32),
-    "t5_tied_relu_kvstore_bf16": ("t5", dict(vocab_size=64, d_model=16, d_kv=4, d_ff=24,
-                                             num_layers=2, num_decoder_layers=1, num_heads=2,
-                                             feed_forward_proj="relu", tie_word_embeddings=True),
-                                  "kvstore", ml_dtypes.bfloat16),
+    "p2s_kvstore_f32": (
+        "p2s",
+        (
+            dict(vocab_size=80, hidden_size=24, d_kv=8, d_ff=40, num_layers=2, num_heads=3),
+            dict(
+                hidden_size=24,
+                patch_embed_hidden_size=48,
+                d_ff=40,
+                d_kv=8,
+                num_hidden_layers=2,
+                num_attention_heads=3,
+                seq_len=32,
+            ),
+        ),
+        "kvstore",
+        np.float32,
+    ),
+    "p2s_toplevel_bf16": (
+        "p2s",
+        (
+            dict(vocab_size=64, hidden_size=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2),
+            dict(
+                hidden_size=16,
+                patch_embed_hidden_size=12,
+                d_ff=32,
+                d_kv=8,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                seq_len=16,
+            ),
+        ),
+        "top_level",
+        ml_dtypes.bfloat16,
+    ),
+    "t5_gated_toplevel_f32": (
+        "t5",
+        dict(
+            vocab_size=96,
+            d_model=24,
+            d_kv=10,
+            d_ff=40,
+            num_layers=2,
+            num_decoder_layers=3,
+            num_heads=3,
+            feed_forward_proj="gated-gelu",
+            tie_word_embeddings=False,
+        ),
+        "top_level",
+        np.float32,
+    ),
+    "t5_tied_relu_kvstore_bf16": (
+        "t5",
+        dict(
+            vocab_size=64,
+            d_model=16,
+            d_kv=4,
+            d_ff=24,
+            num_layers=2,
+            num_decoder_layers=1,
+            num_heads=2,
+            feed_forward_proj="relu",
+            tie_word_embeddings=True,
+        ),
+        "kvstore",
+        ml_dtypes.bfloat16,
+    ),
 }
 
 
@@ -229,8 +359,9 @@ def _hf_model(name):
         cfg = transformers.T5Config(dropout_rate=0.0, decoder_start_token_id=0, **kw)
         return transformers.T5ForConditionalGeneration(cfg).eval()
     text, vision = kw
-    cfg = transformers.Pix2StructConfig(text_config={**text, "dropout_rate": 0.0},
-                                        vision_config={**vision, "dropout_rate": 0.0})
+    cfg = transformers.Pix2StructConfig(
+        text_config={**text, "dropout_rate": 0.0}, vision_config={**vision, "dropout_rate": 0.0}
+    )
     return transformers.Pix2StructForConditionalGeneration(cfg).eval()
 
 
@@ -241,9 +372,12 @@ def _t5x_arrays(name, hf_model):
         names = p2s_t5x_names(kw[1]["num_hidden_layers"], kw[0]["num_layers"])
         to_hf = p2s_hf_name
     else:
-        names = t5_t5x_names(kw["num_layers"], kw["num_decoder_layers"],
-                             kw["feed_forward_proj"].startswith("gated"),
-                             kw["tie_word_embeddings"])
+        names = t5_t5x_names(
+            kw["num_layers"],
+            kw["num_decoder_layers"],
+            kw["feed_forward_proj"].startswith("gated"),
+            kw["tie_word_embeddings"],
+        )
         to_hf = t5_hf_name
     arrays, used = {}, set()
     for n in names:
@@ -271,12 +405,17 @@ def _inputs(name, hf_model, rng):
         enc = rng.normal(size=(2, P, 2 + pdim)).astype(np.float32)
         enc[:, :, :2] = [(r + 1, c + 1) for r in range(3) for c in range(4)]
         enc[1, 8:] = 0
-        hf_in = {"flattened_patches": torch.tensor(enc),
-                 "attention_mask": torch.tensor(enc[..., 0] > 0)}
+        hf_in = {
+            "flattened_patches": torch.tensor(enc),
+            "attention_mask": torch.tensor(enc[..., 0] > 0),
+        }
     hf_in["decoder_input_ids"] = torch.tensor(dec_in)
     hf_in["decoder_attention_mask"] = torch.tensor((tgt > 0) | (np.arange(T) == 0))
-    ours = {"encoder_input_tokens": jnp.asarray(enc), "decoder_input_tokens": jnp.asarray(dec_in),
-            "decoder_target_tokens": jnp.asarray(tgt)}
+    ours = {
+        "encoder_input_tokens": jnp.asarray(enc),
+        "decoder_input_tokens": jnp.asarray(dec_in),
+        "decoder_target_tokens": jnp.asarray(tgt),
+    }
     return ours, hf_in, tgt > 0
 
 
@@ -303,9 +442,21 @@ def case(request, tmp_path_factory):
     with torch.no_grad():
         ref = hf_model(**hf_in).logits.numpy()
     logits = jax.jit(lambda g, s, b: nnx.merge(g, s)(b, deterministic=True))(
-        *nnx.split(model), ours)
-    return dict(name=name, ckpt=ckpt, cfg=cfg, step=step, model=model, ref=ref,
-                logits=np.asarray(logits), valid=valid, arrays=arrays, some=some, hf=hf_model)
+        *nnx.split(model), ours
+    )
+    return dict(
+        name=name,
+        ckpt=ckpt,
+        cfg=cfg,
+        step=step,
+        model=model,
+        ref=ref,
+        logits=np.asarray(logits),
+        valid=valid,
+        arrays=arrays,
+        some=some,
+        hf=hf_model,
+    )
 
 
 def test_layout_really_has_zarr_chunks_and_inline_arrays(case):
@@ -328,23 +479,36 @@ def test_inferred_config_and_step(case):
     if kind == "p2s":
         text, vision = kw
         assert (cfg.vocab_size, cfg.emb_dim, cfg.num_heads, cfg.head_dim, cfg.mlp_dim) == (
-            text["vocab_size"], text["hidden_size"], text["num_heads"], text["d_kv"], text["d_ff"])
+            text["vocab_size"],
+            text["hidden_size"],
+            text["num_heads"],
+            text["d_kv"],
+            text["d_ff"],
+        )
         assert (cfg.num_encoder_layers, cfg.num_decoder_layers) == (
-            vision["num_hidden_layers"], text["num_layers"])
+            vision["num_hidden_layers"],
+            text["num_layers"],
+        )
         assert cfg.max_position_embeddings == vision["seq_len"]
         assert cfg.patch_dim == vision["patch_embed_hidden_size"]
     else:
         assert (cfg.vocab_size, cfg.emb_dim, cfg.num_heads, cfg.head_dim, cfg.mlp_dim) == (
-            kw["vocab_size"], kw["d_model"], kw["num_heads"], kw["d_kv"], kw["d_ff"])
+            kw["vocab_size"],
+            kw["d_model"],
+            kw["num_heads"],
+            kw["d_kv"],
+            kw["d_ff"],
+        )
         assert cfg.logits_via_embedding == kw["tie_word_embeddings"]
-        assert cfg.mlp_activations == (("gelu", "linear") if kw["feed_forward_proj"] ==
-                                       "gated-gelu" else ("relu",))
+        assert cfg.mlp_activations == (
+            ("gelu", "linear") if kw["feed_forward_proj"] == "gated-gelu" else ("relu",)
+        )
 
 
 def test_optimizer_state_loads_on_request(case):
     step, states = t5x.load_optimizer_state(str(case["ckpt"]), case["model"])
     assert step == 1234
-    (key, slots), = states.items()
+    ((key, slots),) = states.items()
     assert "/".join(t5x.t5x_path(key, pix2struct=CASES[case["name"]][0] == "p2s")) == case["some"]
     np.testing.assert_array_equal(slots["v_row"], np.full((3,), 0.5, np.float32))
     assert set(slots) == {"v_row", "m"}

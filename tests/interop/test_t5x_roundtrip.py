@@ -24,7 +24,9 @@ def _flat(model):
     return {k: np.asarray(v[...]) for k, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
 
 
-ROUND_TRIPS = [("p2s", layout, dtype) for layout in t5x.LAYOUTS for dtype in ("float32", "bfloat16")]
+ROUND_TRIPS = [
+    ("p2s", layout, dtype) for layout in t5x.LAYOUTS for dtype in ("float32", "bfloat16")
+]
 ROUND_TRIPS += [("t5", "kvstore", "float32"), ("t5", "top_level", "bfloat16")]
 
 
@@ -102,8 +104,10 @@ def test_mismatch_errors_name_every_problem(models, tmp_path):
     assert "missing: decoder/layers_1/mlp/wo/kernel (64, 32)" in msg
     assert "missing: encoder/encoder_norm/scale (32,)" in msg
     assert "unexpected: decoder/extra/kernel (3, 4)" in msg
-    assert ("shape mismatch: decoder/logits_dense/kernel is (32, 99) in the checkpoint, "
-            "(32, 128) in the model") in msg
+    assert (
+        "shape mismatch: decoder/logits_dense/kernel is (32, 99) in the checkpoint, "
+        "(32, 128) in the model"
+    ) in msg
 
 
 def test_wrong_family_and_missing_files(models, tmp_path):
@@ -145,6 +149,9 @@ def test_missing_zarr_directory_is_named(models, tmp_path):
     ckpt = tmp_path / "checkpoint_2"
     t5x.save(models["t5"], str(ckpt), layout="top_level")
     shutil.rmtree(ckpt / "target.decoder.logits_dense.kernel")
-    with pytest.raises(ValueError, match=r"cannot read .*checkpoint_2/target\.decoder\.logits_dense"
-                                         r"\.kernel"):
+    with pytest.raises(
+        ValueError,
+        match=r"cannot read .*checkpoint_2/target\.decoder\.logits_dense"
+        r"\.kernel",
+    ):
         t5x.load(str(ckpt))

@@ -24,8 +24,12 @@ def test_label_parsers(text, flan, matcha):
 
 def test_gold_labels():
     assert [CC.parse_gold(x) for x in ("supports", "REFUTES", "Yes", 0, "The claim is false.")] == [
-        "TRUE", "FALSE", "TRUE", "FALSE", "FALSE",
-    ]  # fmt: skip
+        "TRUE",
+        "FALSE",
+        "TRUE",
+        "FALSE",
+        "FALSE",
+    ]
     with pytest.raises(ValueError, match="unknown ChartCheck gold label"):
         CC.parse_gold("maybe")
 
@@ -33,8 +37,12 @@ def test_gold_labels():
 def test_chartcheck_unparseable_counted_or_dropped():
     gens = ["true", "false", "???", "true"]
     gold = ["TRUE", "TRUE", "FALSE", "FALSE"]
-    out = CC.chartcheck_scores(gens, gold, chart_types=["bar", "bar", "pie", "pie"],
-                               reasoning_types=[["Filter"], [], ["Filter", "Compare"], ["Compare"]])  # fmt: skip
+    out = CC.chartcheck_scores(
+        gens,
+        gold,
+        chart_types=["bar", "bar", "pie", "pie"],
+        reasoning_types=[["Filter"], [], ["Filter", "Compare"], ["Compare"]],
+    )
     assert out.metrics["accuracy"] == 0.25 and out.metrics["num_unparseable"] == 1
     # TRUE: tp 1, support 2, predicted 2 -> 0.5; FALSE: tp 0, support 2, predicted 1 -> 0.
     assert out.metrics["macro_f1"] == pytest.approx(0.25)
@@ -46,8 +54,12 @@ def test_chartcheck_unparseable_counted_or_dropped():
 
 
 def test_figureqa_scores_and_withheld_answers():
-    out = FQ.figureqa_scores(["yes", 0, "1", "maybe"], [1, 0, 0, 1], figure_types=["pie"] * 4,
-                             question_ids=[0, 0, 14, 14])  # fmt: skip
+    out = FQ.figureqa_scores(
+        ["yes", 0, "1", "maybe"],
+        [1, 0, 0, 1],
+        figure_types=["pie"] * 4,
+        question_ids=[0, 0, 14, 14],
+    )
     assert out.metrics["accuracy"] == 0.5 and out.metrics["num_unparseable"] == 1
     assert out.breakdowns["question_template"]["14"]["accuracy"] == 0.0
     withheld = FQ.figureqa_scores([1, 0], [-1, -1])

@@ -53,8 +53,9 @@ def test_task1_single_series_stacked_grouped_interchangeable():
     out = CI.task1(gt, pred)
     assert out.metrics["accuracy"] == 0.5  # only the single-series chart is ambiguous
     assert CI.task1(gt, pred, ambiguous_ids=["1", "2"]).metrics["accuracy"] == 1.0
-    pmc = CI.task1({"1": _t1("vertical bar")}, {"1": _t1("stacked vertical bar")},
-                   compat="chartinfo2020")  # fmt: skip
+    pmc = CI.task1(
+        {"1": _t1("vertical bar")}, {"1": _t1("stacked vertical bar")}, compat="chartinfo2020"
+    )
     assert pmc.metrics["f1"] == 1.0
 
 
@@ -116,8 +117,15 @@ def _roles(*pairs):
 
 def test_task3_roles_and_unknown_id_quirk():
     gt = {"a": _roles((0, "chart_title"), (1, "tick_label"), (2, "tick_label"), (3, "other"))}
-    pred = {"a": _roles((0, "chart_title"), (9, "tick_label"), (1, "tick_label"), (2, "tick_label"),
-                        (3, "tick_label"))}  # fmt: skip
+    pred = {
+        "a": _roles(
+            (0, "chart_title"),
+            (9, "tick_label"),
+            (1, "tick_label"),
+            (2, "tick_label"),
+            (3, "tick_label"),
+        )
+    }
     spec = CI.task3(gt, pred, roles=["chart_title", "tick_label"])
     # tick_label: 2 hits of 3 predictions (id 9 is a false positive), recall 1.
     assert spec.breakdowns["text_role"]["tick_label"]["precision"] == pytest.approx(2 / 3)
@@ -185,8 +193,17 @@ def test_task5_iou_zero_height_and_missing():
 
 
 def _series(chart_type, *series):
-    return {**_t1(chart_type), **_t("task6", {"data series": [
-        {"name": n, "data": [{"x": x, "y": y} for x, y in pts]} for n, pts in series]})}  # fmt: skip
+    return {
+        **_t1(chart_type),
+        **_t(
+            "task6",
+            {
+                "data series": [
+                    {"name": n, "data": [{"x": x, "y": y} for x, y in pts]} for n, pts in series
+                ]
+            },
+        ),
+    }
 
 
 def test_task6b_bar_and_line_reference_cases():
@@ -204,16 +221,35 @@ def test_task6b_bar_and_line_reference_cases():
     old = CI.task6b({"a": line}, {"a": line_pred}, compat="icdar2019").metrics
     assert old["score"] == pytest.approx(0.952495, abs=1e-6)
     exact = CI.task6b({"a": bar, "b": line}, {"a": bar, "b": line})
-    assert exact.metrics == pytest.approx({"score": 1.0, "name_score": 1.0, "ds_score": 1.0,
-                                           "num_unannotated": 0})  # fmt: skip
+    assert exact.metrics == pytest.approx(
+        {"score": 1.0, "name_score": 1.0, "ds_score": 1.0, "num_unannotated": 0}
+    )
     assert set(exact.breakdowns["chart_type"]) == {"line", "vertical bar"}
 
 
 def test_task6b_scatter_box_and_missing():
     scatter = _series("scatter", ("s", [(1, 2), (3, 5), (6, 4), (8, 9)]))
     assert CI.task6b({"a": scatter}, {"a": scatter}).metrics["score"] == pytest.approx(1.0)
-    box = {**_t1("vertical box"), **_t("task6", {"data series": [{"name": "b", "data": {
-        "first_quartile": 2, "max": 5, "min": 1, "median": 3, "third_quartile": 4}}]})}  # fmt: skip
+    box = {
+        **_t1("vertical box"),
+        **_t(
+            "task6",
+            {
+                "data series": [
+                    {
+                        "name": "b",
+                        "data": {
+                            "first_quartile": 2,
+                            "max": 5,
+                            "min": 1,
+                            "median": 3,
+                            "third_quartile": 4,
+                        },
+                    }
+                ]
+            },
+        ),
+    }
     for compat in ("spec", "chartinfo2020", "icdar2019"):
         assert CI.task6b({"a": box}, {"a": box}, compat=compat).metrics["score"] == pytest.approx(
             1.0
@@ -251,8 +287,13 @@ def test_task6a_lines_and_scatter_spec():
     assert CI.task6a({"a": line}, {"a": line}, {"a": (100, 100)}).metrics["score"] == 1.0
     pts = [{"x": 10, "y": 10}, {"x": 50, "y": 50}]
     sc = {**_t1("scatter"), **_t("task6", {"visual elements": {"scatter points": pts}})}
-    off = {**_t1("scatter"), **_t("task6", {"visual elements": {"scatter points": [
-        {"x": 10, "y": 13}, {"x": 50, "y": 50}]}})}  # fmt: skip
+    off = {
+        **_t1("scatter"),
+        **_t(
+            "task6",
+            {"visual elements": {"scatter points": [{"x": 10, "y": 13}, {"x": 50, "y": 50}]}},
+        ),
+    }
     # T = 0.05 * 100 = 5; one point 3 px away scores 0.4.
     out = CI.task6a({"a": sc}, {"a": off}, {"a": (100, 100)}).metrics["score"]
     assert out == pytest.approx((1 + 0.4) / 2)

@@ -42,15 +42,31 @@ def test_id_mismatch_is_an_error_unless_allow_missing(tmp_path, capsys):
     refs = _jsonl(tmp_path / "r.jsonl", [{"id": "a", "target": "1"}, {"id": "b", "target": "2"}])
     rc, _, _ = _run(tmp_path, "--task", "chartqa", "--predictions", preds, "--references", refs)
     assert rc == 2 and "1 reference id(s) have no prediction: 'b'" in capsys.readouterr().err
-    rc, obj, _ = _run(tmp_path, "--task", "chartqa", "--predictions", preds, "--references", refs,
-                      "--allow_missing")  # fmt: skip
+    rc, obj, _ = _run(
+        tmp_path,
+        "--task",
+        "chartqa",
+        "--predictions",
+        preds,
+        "--references",
+        refs,
+        "--allow_missing",
+    )
     assert rc == 0 and obj["metrics"]["num_missing"] == 1
     assert obj["metrics"]["relaxed_accuracy"] == 0.5
     extra = _jsonl(
         tmp_path / "e.jsonl", [{"id": "a", "prediction": "1"}, {"id": "z", "prediction": "1"}]
     )
-    rc, _, _ = _run(tmp_path, "--task", "chartqa", "--predictions", extra, "--references", refs,
-                    "--allow_missing")  # fmt: skip
+    rc, _, _ = _run(
+        tmp_path,
+        "--task",
+        "chartqa",
+        "--predictions",
+        extra,
+        "--references",
+        refs,
+        "--allow_missing",
+    )
     assert rc == 2 and "not in the references: 'z'" in capsys.readouterr().err
 
 
@@ -63,30 +79,54 @@ def test_figureqa_breakdowns_and_targets_from_predictions(tmp_path):
     preds = _jsonl(tmp_path / "p.jsonl", rows)
     rc, obj, _ = _run(tmp_path, "--task", "figureqa", "--predictions", preds)
     assert rc == 0 and obj["metrics"]["accuracy"] == pytest.approx(2 / 3)
-    refs = _jsonl(tmp_path / "r.jsonl", [
-        {"id": "0/0", "target": 1, "figure_type": "pie", "question_id": 0},
-        {"id": "0/1", "target": 1, "figure_type": "pie", "question_id": 3},
-        {"id": "1/0", "target": 0, "figure_type": "line", "question_id": 3},
-    ])  # fmt: skip
+    refs = _jsonl(
+        tmp_path / "r.jsonl",
+        [
+            {"id": "0/0", "target": 1, "figure_type": "pie", "question_id": 0},
+            {"id": "0/1", "target": 1, "figure_type": "pie", "question_id": 3},
+            {"id": "1/0", "target": 0, "figure_type": "line", "question_id": 3},
+        ],
+    )
     rc, obj, _ = _run(tmp_path, "--task", "figureqa", "--predictions", preds, "--references", refs)
     assert obj["breakdowns"]["figure_type"]["pie"]["accuracy"] == 0.5
     assert obj["breakdowns"]["question_template"]["3"]["n"] == 2
 
 
 def test_chartcheck_labels_breakdowns_and_unavailable_models(tmp_path):
-    preds = _jsonl(tmp_path / "p.jsonl", [
-        {"id": "c:1", "prediction": "The claim is true. Sales rose."},
-        {"id": "c:2", "prediction": "the claim is FALSE."},
-        {"id": "c:3", "prediction": "I cannot tell."},
-    ])  # fmt: skip
-    refs = _jsonl(tmp_path / "r.jsonl", [
-        {"id": "c:1", "target": "supports", "chart_type": "bar", "reasoning_types": ["Filter"],
-         "explanation": "Sales rose."},
-        {"id": "c:2", "target": "TRUE", "chart_type": "bar", "reasoning_types": ["Filter", "Compare"],
-         "explanation": "It did not."},
-        {"id": "c:3", "target": "refutes", "chart_type": "pie", "reasoning_types": [],
-         "explanation": "No."},
-    ])  # fmt: skip
+    preds = _jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "c:1", "prediction": "The claim is true. Sales rose."},
+            {"id": "c:2", "prediction": "the claim is FALSE."},
+            {"id": "c:3", "prediction": "I cannot tell."},
+        ],
+    )
+    refs = _jsonl(
+        tmp_path / "r.jsonl",
+        [
+            {
+                "id": "c:1",
+                "target": "supports",
+                "chart_type": "bar",
+                "reasoning_types": ["Filter"],
+                "explanation": "Sales rose.",
+            },
+            {
+                "id": "c:2",
+                "target": "TRUE",
+                "chart_type": "bar",
+                "reasoning_types": ["Filter", "Compare"],
+                "explanation": "It did not.",
+            },
+            {
+                "id": "c:3",
+                "target": "refutes",
+                "chart_type": "pie",
+                "reasoning_types": [],
+                "explanation": "No.",
+            },
+        ],
+    )
     rc, obj, _ = _run(
         tmp_path, "--task", "chartcheck", "--predictions", preds, "--references", refs
     )
@@ -102,16 +142,36 @@ def test_chartcheck_labels_breakdowns_and_unavailable_models(tmp_path):
 
 def test_chart_to_text_and_deplot(tmp_path):
     data = "Year|2020|x|line_chart Sales|45|y|line_chart"
-    preds = _jsonl(tmp_path / "p.jsonl", [
-        {"id": "statista/1", "prediction": "In 2020 , sales were 45 percent ."},
-        {"id": "pew/2", "prediction": "Most adults agree ."},
-    ])  # fmt: skip
-    refs = _jsonl(tmp_path / "r.jsonl", [
-        {"id": "statista/1", "target": "Sales rose to 45 % in 2020 .", "records": data,
-         "title": "Sales 2015-2020", "chart_type": "line", "complexity": "simple", "split": "test"},
-        {"id": "pew/2", "target": "Most adults agree with this .", "records": "adults | agree",
-         "title": "Views", "chart_type": "bar", "complexity": "complex", "split": "test"},
-    ])  # fmt: skip
+    preds = _jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "statista/1", "prediction": "In 2020 , sales were 45 percent ."},
+            {"id": "pew/2", "prediction": "Most adults agree ."},
+        ],
+    )
+    refs = _jsonl(
+        tmp_path / "r.jsonl",
+        [
+            {
+                "id": "statista/1",
+                "target": "Sales rose to 45 % in 2020 .",
+                "records": data,
+                "title": "Sales 2015-2020",
+                "chart_type": "line",
+                "complexity": "simple",
+                "split": "test",
+            },
+            {
+                "id": "pew/2",
+                "target": "Most adults agree with this .",
+                "records": "adults | agree",
+                "title": "Views",
+                "chart_type": "bar",
+                "complexity": "complex",
+                "split": "test",
+            },
+        ],
+    )
     rc, obj, _ = _run(
         tmp_path, "--task", "chart_to_text", "--predictions", preds, "--references", refs
     )
@@ -169,12 +229,29 @@ def test_tfds_rows_mapping():
         "validation1",
     )
     assert rows == {"3/1": {"id": "3/1", "target": 1, "figure_type": "pie", "question_id": 4}}
-    ex = {"id": b"statista/1", "summary": b"S .", "title": b"T", "chart_type": b"line",
-          "complexity": 1, "table": {"records": b"a|1|x|bar_chart"}}  # fmt: skip
+    ex = {
+        "id": b"statista/1",
+        "summary": b"S .",
+        "title": b"T",
+        "chart_type": b"line",
+        "complexity": 1,
+        "table": {"records": b"a|1|x|bar_chart"},
+    }
     row = score.tfds_rows([ex], "chart_to_text", "test")["statista/1"]
     assert row["records"] == "a|1|x|bar_chart" and row["complexity"] == "complex"
-    cc = score.tfds_rows([{"id": b"t:1", "label": 1, "explanation": b"e", "chart_type": b"bar",
-                           "reasoning_types": [b"Filter"]}], "chartcheck", "test_one")  # fmt: skip
+    cc = score.tfds_rows(
+        [
+            {
+                "id": b"t:1",
+                "label": 1,
+                "explanation": b"e",
+                "chart_type": b"bar",
+                "reasoning_types": [b"Filter"],
+            }
+        ],
+        "chartcheck",
+        "test_one",
+    )
     assert cc["t:1"]["target"] == "TRUE" and cc["t:1"]["reasoning_types"] == ["Filter"]
 
 

@@ -90,9 +90,25 @@ def test_punkt_offline_tokenization():
 
     text = "Sales rose. They fell. Mr. Smith paid $3.5 million in the U.S. in 2019."
     assert nltk.word_tokenize(text) == [
-        "Sales", "rose", ".", "They", "fell", ".", "Mr.", "Smith", "paid", "$", "3.5",
-        "million", "in", "the", "U.S.", "in", "2019", ".",
-    ]  # fmt: skip
+        "Sales",
+        "rose",
+        ".",
+        "They",
+        "fell",
+        ".",
+        "Mr.",
+        "Smith",
+        "paid",
+        "$",
+        "3.5",
+        "million",
+        "in",
+        "the",
+        "U.S.",
+        "in",
+        "2019",
+        ".",
+    ]
     assert T.split_sentences(f"  {text} ") == (
         "Sales rose.\nThey fell.\nMr. Smith paid $3.5 million in the U.S. in 2019."
     )
@@ -113,9 +129,18 @@ def test_cider_hand_vectors():
 
 
 def test_ptb_tokenize_removes_punctuation():
-    assert T.ptb_tokenize('In 2019, Singapore imported "approximately" 236.8 billion (dollars).') == [
-        "in", "2019", "singapore", "imported", "approximately", "236.8", "billion", "dollars",
-    ]  # fmt: skip
+    assert T.ptb_tokenize(
+        'In 2019, Singapore imported "approximately" 236.8 billion (dollars).'
+    ) == [
+        "in",
+        "2019",
+        "singapore",
+        "imported",
+        "approximately",
+        "236.8",
+        "billion",
+        "dollars",
+    ]
 
 
 def test_length_mismatch_is_an_error():

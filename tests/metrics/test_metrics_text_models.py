@@ -26,9 +26,14 @@ def tiny_bert_dir(tmp_path_factory):
     tok.save_pretrained(path)
     torch.manual_seed(0)
     config = transformers.BertConfig(
-        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, num_labels=1,
-    )  # fmt: skip
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=1,
+    )
     transformers.BertModel(config).save_pretrained(path)
     return path
 

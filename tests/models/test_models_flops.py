@@ -113,7 +113,8 @@ def test_for_task_uses_the_task_lengths():
     t5_cfg = tiny.tiny_t5()
     got = flops.for_task(lambda rngs: t5.build(t5_cfg, rngs), text)
     assert got == flops.train_flops_per_example(t5_cfg, 16, 8)["total"]
-    rn = RNConfig(image_size=16, conv_layers=2, conv_channels=8, lstm_dim=8, embed_dim=8,
-                  g_dim=16, f_dim=16)
+    rn = RNConfig(
+        image_size=16, conv_layers=2, conv_channels=8, lstm_dim=8, embed_dim=8, g_dim=16, f_dim=16
+    )
     assert flops.for_task(lambda rngs: build(rn, rngs=rngs), image) is None  # no analytic count
     assert flops.for_task(lambda rngs: pix2struct.build(cfg, rngs), None) is None

@@ -427,9 +427,24 @@ def test_size_and_max_categories_through_the_cli(tmp_path):
     from tools.synth import main
 
     out = tmp_path / "small"
-    argv = ["chart_info", "--out", str(out), "--num", "3", "--seed", "2", "--types",
-            "Grouped_vertical_bar", "Line", "--size", "640x480", "--max-categories", "2",
-            "--max-topics", "1"]  # fmt: skip
+    argv = [
+        "chart_info",
+        "--out",
+        str(out),
+        "--num",
+        "3",
+        "--seed",
+        "2",
+        "--types",
+        "Grouped_vertical_bar",
+        "Line",
+        "--size",
+        "640x480",
+        "--max-categories",
+        "2",
+        "--max-topics",
+        "1",
+    ]
     assert main(argv) == 0
     for stem in ("0", "1", "2"):
         with Image.open(out / "png" / f"{stem}.png") as img:

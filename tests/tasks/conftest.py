@@ -46,8 +46,9 @@ def vocab_file(tmp_path_factory) -> str:
     from tools import train_vocab
 
     d = tmp_path_factory.mktemp("vocab")
-    return train_vocab.train(_VOCAB_TEXT * 8, str(d / "spm"), vocab_size=VOCAB_SIZE,
-                             hard_vocab_limit=False)
+    return train_vocab.train(
+        _VOCAB_TEXT * 8, str(d / "spm"), vocab_size=VOCAB_SIZE, hard_vocab_limit=False
+    )
 
 
 class _Built:
@@ -70,7 +71,8 @@ class _Built:
                 manual = os.path.join(manual, config)
             builder = mod.Builder(data_dir=self.data_dir, **({"config": config} if config else {}))
             builder.download_and_prepare(
-                download_config=tfds.download.DownloadConfig(manual_dir=manual))
+                download_config=tfds.download.DownloadConfig(manual_dir=manual)
+            )
             self.done.add(key)
         return self.data_dir
 

@@ -10,8 +10,9 @@ NOT_ROWS = re.compile(r"(_smoke|_demo_|^synthetic_)")
 
 def test_recipes_table_matches_the_recipe_files():
     text = open(os.path.join(ROOT, "docs", "recipes.md"), encoding="utf-8").read()
-    files = {f[:-4] for f in os.listdir(os.path.join(ROOT, "gin_configs", "tasks"))
-             if f.endswith(".gin")}
+    files = {
+        f[:-4] for f in os.listdir(os.path.join(ROOT, "gin_configs", "tasks")) if f.endswith(".gin")
+    }
     rows = {f for f in files if not NOT_ROWS.search(f)}
     named = set()
     for line in text.splitlines():

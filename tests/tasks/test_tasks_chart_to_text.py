@@ -23,15 +23,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RECIPE_DIR = os.path.join(ROOT, "gin_configs", "tasks")
 
 STATISTA = {
-    "id": "statista/two_col-1", "title": "Users in millions ( 2020 )\n",
-    "summary": "Facebook had 2740 million users .", "chart_type": "line", "complexity": 0,
+    "id": "statista/two_col-1",
+    "title": "Users in millions ( 2020 )\n",
+    "summary": "Facebook had 2740 million users .",
+    "chart_type": "line",
+    "complexity": 0,
     "ocr.text": ["Q2 '20 ", "Number of users ", "2740 "],
     "ocr.bbox": [[3, 30, 20, 38], [3, 1, 40, 9], [25, 30, 40, 38]],
     "table.linearized": "Quarter | Number of users\nQ3 '20 | 2740",
-    "table.records": "Quarter|Q3_'20|x|bar_chart Number_of_users|2740|y|bar_chart"}
-PEW = {"id": "pew/two_col-7", "title": "Foreign-born population", "summary": "It rose.",
-       "chart_type": "line", "complexity": 1, "ocr.text": [], "ocr.bbox": [],
-       "ocr_data": "foreign born  | 50  | 1900 "}
+    "table.records": "Quarter|Q3_'20|x|bar_chart Number_of_users|2740|y|bar_chart",
+}
+PEW = {
+    "id": "pew/two_col-7",
+    "title": "Foreign-born population",
+    "summary": "It rose.",
+    "chart_type": "line",
+    "complexity": 1,
+    "ocr.text": [],
+    "ocr.bbox": [],
+    "ocr_data": "foreign born  | 50  | 1900 ",
+}
 DEPLOT = "TITLE | Users <0x0A> Quarter | Users <0x0A> Q3 '20 | 2740 <0x0A> Q2 '20 | 2701"
 
 
@@ -42,25 +53,33 @@ def _one(expand, ex):
 
 def test_inputs_of_every_mode():
     tab = _one(c2t.make_expand("tab_t5", "statista"), STATISTA)
-    assert tab["prompt"] == ("translate Chart to Text: Users in millions ( 2020 ) <s> "
-                             "Quarter|Q3_'20|x|bar_chart Number_of_users|2740|y|bar_chart")
+    assert tab["prompt"] == (
+        "translate Chart to Text: Users in millions ( 2020 ) <s> "
+        "Quarter|Q3_'20|x|bar_chart Number_of_users|2740|y|bar_chart"
+    )
     assert tab["target"] == "Facebook had 2740 million users ."
-    assert tab["meta"] == {"chart_type": "line", "complexity": "simple",
-                           "title": "Users in millions ( 2020 )",
-                           "cs_data": STATISTA["table.records"]}
+    assert tab["meta"] == {
+        "chart_type": "line",
+        "complexity": "simple",
+        "title": "Users in millions ( 2020 )",
+        "cs_data": STATISTA["table.records"],
+    }
     lin = _one(c2t.make_expand("tab_t5", "statista", table_format="linearized"), STATISTA)
     assert lin["prompt"].endswith("<s> Quarter | Number of users\nQ3 '20 | 2740")
     ocr = _one(c2t.make_expand("ocr_t5", "statista"), STATISTA)  # boxes top to bottom
     assert ocr["prompt"].endswith("<s> Number of users | Q2 '20 | 2740")
     pew = _one(c2t.make_expand("ocr_t5", "pew"), PEW)
-    assert pew["prompt"] == ("translate Chart to Text: Foreign-born population <s> "
-                             "foreign born  | 50  | 1900 ")
+    assert pew["prompt"] == (
+        "translate Chart to Text: Foreign-born population <s> foreign born  | 50  | 1900 "
+    )
     assert pew["meta"]["cs_data"] == PEW["ocr_data"] and pew["meta"]["complexity"] == "complex"
     assert _one(c2t.make_expand("image", "pew"), PEW)["prompt"] == ""
     dep = _one(c2t.make_expand("deplot_t5", "pew", table_for=lambda eid: DEPLOT), PEW)
-    assert dep["prompt"] == ("translate Chart to Text: Foreign-born population <s> "
-                             "Quarter|Q3_'20|x|bar_chart Users|2740|y|bar_chart "
-                             "Quarter|Q2_'20|x|bar_chart Users|2701|y|bar_chart")
+    assert dep["prompt"] == (
+        "translate Chart to Text: Foreign-born population <s> "
+        "Quarter|Q3_'20|x|bar_chart Users|2740|y|bar_chart "
+        "Quarter|Q2_'20|x|bar_chart Users|2701|y|bar_chart"
+    )
     assert dep["meta"]["cs_data"] == PEW["ocr_data"]  # CS reads the chart's data, not DePlot's
 
 
@@ -68,17 +87,34 @@ def test_predicted_tables():
     assert c2t.table_text(DEPLOT, "linearized") == "Quarter | Users\nQ3 '20 | 2740\nQ2 '20 | 2701"
     # Rows wider than the header get pandas' "Unnamed" labels; an empty output gives "".
     assert c2t.table_text("Year\n2019 | 5", "records") == (
-        "Year|2019|x|line_chart Unnamed:_1|5|y|line_chart")
+        "Year|2019|x|line_chart Unnamed:_1|5|y|line_chart"
+    )
     assert c2t.table_text("", "records") == "" and c2t.table_text("", "linearized") == ""
 
 
 def test_score_fn():
-    recs = [{"id": "statista/a", "target": "Facebook had 2740 million users .",
-             "meta": {"chart_type": "line", "complexity": "simple", "title": "Users",
-                      "cs_data": STATISTA["table.records"]}},
-            {"id": "statista/b", "target": "Sales rose to 45 in 2020 .",
-             "meta": {"chart_type": "bar", "complexity": "complex", "title": "Sales",
-                      "cs_data": "Year|2020|x|line_chart Sales|45|y|line_chart"}}]
+    recs = [
+        {
+            "id": "statista/a",
+            "target": "Facebook had 2740 million users .",
+            "meta": {
+                "chart_type": "line",
+                "complexity": "simple",
+                "title": "Users",
+                "cs_data": STATISTA["table.records"],
+            },
+        },
+        {
+            "id": "statista/b",
+            "target": "Sales rose to 45 in 2020 .",
+            "meta": {
+                "chart_type": "bar",
+                "complexity": "complex",
+                "title": "Sales",
+                "cs_data": "Year|2020|x|line_chart Sales|45|y|line_chart",
+            },
+        },
+    ]
     perfect, extra = c2t.make_score_fn()([r["target"] for r in recs], recs, "test")
     assert extra is None
     assert perfect.metrics["bleu"] == 1.0  # sacrebleu's 100.00000000000004 clipped
@@ -115,10 +151,13 @@ def test_bad_arguments_are_named():
 # As in test_tasks_chartcheck.py: a model-free pipeline test and a full train() / evaluate()
 # run for every recipe.
 
-RUN_TINY = RUN_TINY + ["chart_to_text_task.shuffle_buffer = 8",
-                       "chart_to_text_task.eval_splits = ('test',)"]
-RECIPES = sorted(f[:-4] for f in os.listdir(RECIPE_DIR)
-                 if f.startswith("chart_to_text_") and f.endswith(".gin"))
+RUN_TINY = RUN_TINY + [
+    "chart_to_text_task.shuffle_buffer = 8",
+    "chart_to_text_task.eval_splits = ('test',)",
+]
+RECIPES = sorted(
+    f[:-4] for f in os.listdir(RECIPE_DIR) if f.startswith("chart_to_text_") and f.endswith(".gin")
+)
 EVAL_ONLY = {"chart_to_text_statista_matcha", "chart_to_text_pew_matcha"}
 E2E = RECIPES  # every recipe, end to end (issue #7)
 
@@ -129,8 +168,11 @@ def recipe_text(recipe):
 
 
 def recipe_config(recipe):
-    (config,) = [line.split("=")[1].strip().strip('"') for line in recipe_text(recipe).splitlines()
-                 if line.startswith("chart_to_text_task.config")]
+    (config,) = [
+        line.split("=")[1].strip().strip('"')
+        for line in recipe_text(recipe).splitlines()
+        if line.startswith("chart_to_text_task.config")
+    ]
     return config
 
 
@@ -150,8 +192,10 @@ def tables_file(tmp_path_factory, data_dir):
     for config in ("statista", "pew"):
         bdir = pipeline.tfds_builder_dir(f"chart_to_text/{config}", data_dir)
         for split in ("train", "validation", "test"):
-            rows += [{"id": i, "prediction": f"TITLE | t <0x0A> Year | Value <0x0A> 2019 | {n}"}
-                     for n, i in enumerate(_split_ids(bdir, split))]
+            rows += [
+                {"id": i, "prediction": f"TITLE | t <0x0A> Year | Value <0x0A> 2019 | {n}"}
+                for n, i in enumerate(_split_ids(bdir, split))
+            ]
     path = tmp_path_factory.mktemp("c2t_files") / "tables.jsonl"
     report.write_jsonl(path, rows)
     return str(path)
@@ -164,16 +208,23 @@ def init_ckpts(tmp_path_factory):
     from chartjax.models import pix2struct, t5, tiny
 
     d = tmp_path_factory.mktemp("c2t_init")
-    hf.save(t5.build(tiny.tiny_t5(mlp_activations=("relu",), logits_via_embedding=True,
-                                  **TINY_LAYERS), 5), str(d / "t5_1_0"))
+    hf.save(
+        t5.build(
+            tiny.tiny_t5(mlp_activations=("relu",), logits_via_embedding=True, **TINY_LAYERS), 5
+        ),
+        str(d / "t5_1_0"),
+    )
     t5x.save(pix2struct.build(tiny.tiny_pix2struct(**TINY_LAYERS), 5), str(d / "p2s"))
     return {"t5": str(d / "t5_1_0"), "p2s": str(d / "p2s")}
 
 
 def _bindings(recipe, vocab_file, data_dir, tables_file, init_path="unused", extra=()):
     text = recipe_text(recipe)
-    b = (P2S_TINY if "models/pix2struct.gin" in text else T5_TINY) + RUN_TINY + [
-        f"VOCAB = '{vocab_file}'", f"DATA_DIR = '{data_dir}'", f"INIT_PATH = '{init_path}'"]
+    b = (
+        (P2S_TINY if "models/pix2struct.gin" in text else T5_TINY)
+        + RUN_TINY
+        + [f"VOCAB = '{vocab_file}'", f"DATA_DIR = '{data_dir}'", f"INIT_PATH = '{init_path}'"]
+    )
     if "TABLES = %gin.REQUIRED" in text:
         b.append(f"TABLES = '{tables_file}'")
     return b + list(extra)
@@ -197,8 +248,9 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, tables_file):
     targets themselves gives BLEU 1 and CS 1 in a valid metrics.json."""
 
     image = "models/pix2struct.gin" in recipe_text(recipe)
-    bindings = _bindings(recipe, vocab_file, data_dir, tables_file,
-                         extra=["Features.max_target_len = 128"])
+    bindings = _bindings(
+        recipe, vocab_file, data_dir, tables_file, extra=["Features.max_target_len = 128"]
+    )
     task, train_batch, batch = recipe_batches(recipe, bindings, "chart_to_text", "test")
     enc = train_batch["encoder_input_tokens"]
     assert enc.shape == ((8, 64, 2 + 4 * 4 * 3) if image else (8, 64))
@@ -207,9 +259,15 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, tables_file):
     assert [i.decode() for i in cols["id"]][0].startswith(recipe_config(recipe) + "/")
     targets = np.asarray(batch["decoder_target_tokens"])[keep]
     metrics, breakdowns, rows, extra = task.score(targets, cols, "test")
-    obj = report.build_metrics(task="chart_to_text", split="test", step=0,
-                               num_examples=len(rows), metrics=metrics, breakdowns=breakdowns,
-                               unavailable=extra["unavailable"])
+    obj = report.build_metrics(
+        task="chart_to_text",
+        split="test",
+        step=0,
+        num_examples=len(rows),
+        metrics=metrics,
+        breakdowns=breakdowns,
+        unavailable=extra["unavailable"],
+    )
     _check_metrics(obj, rows, "test")
     assert rows[0]["prediction"] == rows[0]["target"]
     assert metrics["bleu"] == pytest.approx(1.0) and metrics["rouge_l"] == pytest.approx(1.0)
@@ -228,8 +286,9 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, tables_file, 
     eval_only = recipe in EVAL_ONLY
     init = init_ckpts["p2s" if "models/pix2struct.gin" in recipe_text(recipe) else "t5"]
     gin.clear_config()
-    config_lib.parse_gin([f"tasks/{recipe}.gin"],
-                         _bindings(recipe, vocab_file, data_dir, tables_file, init))
+    config_lib.parse_gin(
+        [f"tasks/{recipe}.gin"], _bindings(recipe, vocab_file, data_dir, tables_file, init)
+    )
     try:
         out = evaluate(str(tmp_path)) if eval_only else train(str(tmp_path))
     finally:

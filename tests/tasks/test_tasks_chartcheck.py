@@ -20,9 +20,15 @@ from chartjax.tasks import chartcheck as cc
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPE_DIR = os.path.join(ROOT, "gin_configs", "tasks")
 
-EXAMPLE = {"id": "test:3", "caption": "Market share", "claim": "A has the largest share.",
-           "label": 1, "explanation": "A is 50%.", "chart_type": "pie_chart",
-           "reasoning_types": ["Compare"]}
+EXAMPLE = {
+    "id": "test:3",
+    "caption": "Market share",
+    "claim": "A has the largest share.",
+    "label": 1,
+    "explanation": "A is 50%.",
+    "chart_type": "pie_chart",
+    "reasoning_types": ["Compare"],
+}
 TABLE = "TITLE | Market share <0x0A> A | 50% <0x0A> B | 20%"
 
 
@@ -36,21 +42,29 @@ def _one(expand, **overrides):
 
 def test_matcha_prompts_and_targets():
     rec = _one(cc.make_expand("matcha_class", train_split="train"))
-    assert rec["prompt"] == ("The chart below has the following caption: Market share. Given the "
-                             "caption and the chart below, is the following claim true: A has the "
-                             "largest share.?")
+    assert rec["prompt"] == (
+        "The chart below has the following caption: Market share. Given the "
+        "caption and the chart below, is the following claim true: A has the "
+        "largest share.?"
+    )
     assert rec["target"] == "Yes"
-    assert rec["meta"] == {"label": "TRUE", "chart_type": "pie_chart",
-                           "reasoning_types": ["Compare"], "explanation": "A is 50%.",
-                           "prompt_kind": "class"}
+    assert rec["meta"] == {
+        "label": "TRUE",
+        "chart_type": "pie_chart",
+        "reasoning_types": ["Compare"],
+        "explanation": "A is 50%.",
+        "prompt_kind": "class",
+    }
     assert _one(cc.make_expand("matcha_class", train_split="train"), label=0)["target"] == "No"
     multi = _one(cc.make_expand("matcha_multi", train_split="train"), label=0)
     assert multi["prompt"] == rec["prompt"] + " Explain why?"
     assert multi["target"] == "No. Explanation: A is 50%."
-    script = _one(cc.make_expand("matcha_class", train_split="train",
-                                 matcha_prompt="zero_shot_script"))
-    assert script["prompt"] == ("is the following claim supported by the chart: A has the "
-                                "largest share. (Yes/No)")
+    script = _one(
+        cc.make_expand("matcha_class", train_split="train", matcha_prompt="zero_shot_script")
+    )
+    assert script["prompt"] == (
+        "is the following claim supported by the chart: A has the largest share. (Yes/No)"
+    )
 
 
 def test_5050_halves_train_claims_and_evaluates_multi():
@@ -64,12 +78,18 @@ def test_5050_halves_train_claims_and_evaluates_multi():
     assert all(kinds[i] == ("multi" if cc.in_explanation_half(i) else "class") for i in ids)
     for rec in (_one(expand, id=i) for i in ids):  # the target follows the prompt kind
         assert rec["target"].startswith("Yes. Explanation:") == (
-            rec["meta"]["prompt_kind"] == "multi")
+            rec["meta"]["prompt_kind"] == "multi"
+        )
     # Evaluation splits always see the multi prompt; the halves are stable across calls.
-    assert {_one(expand, id=f"{s}:{i}")["meta"]["prompt_kind"]
-            for s in ("val", "test", "test_two") for i in range(20)} == {"multi"}
-    assert kinds == {i: _one(cc.make_expand("matcha_5050", train_split="train"),
-                             id=i)["meta"]["prompt_kind"] for i in ids}
+    assert {
+        _one(expand, id=f"{s}:{i}")["meta"]["prompt_kind"]
+        for s in ("val", "test", "test_two")
+        for i in range(20)
+    } == {"multi"}
+    assert kinds == {
+        i: _one(cc.make_expand("matcha_5050", train_split="train"), id=i)["meta"]["prompt_kind"]
+        for i in ids
+    }
 
 
 def test_flan_prompts_and_targets():
@@ -81,27 +101,44 @@ def test_flan_prompts_and_targets():
         return cc.make_expand(mode, train_split="train", table_for=lambda eid: table, **kw)
 
     cls = _one(expand("flan_class"))
-    assert cls["prompt"] == ("Classify if claim 'A has the largest share.' is true or false given "
-                             f"this caption: Market share and this table: {table}.\n Answer:")
+    assert cls["prompt"] == (
+        "Classify if claim 'A has the largest share.' is true or false given "
+        f"this caption: Market share and this table: {table}.\n Answer:"
+    )
     assert cls["target"] == "true."
     multi = _one(expand("flan_multi"), label=0)
-    body = ("Classify and explain if claim 'A has the largest share.' is true or false given this "
-            f"caption: Market share and this table: {table}.\n Answer:")
+    body = (
+        "Classify and explain if claim 'A has the largest share.' is true or false given this "
+        f"caption: Market share and this table: {table}.\n Answer:"
+    )
     assert multi["prompt"] == body and multi["target"] == "false. A is 50%."
     zero = _one(expand("flan_multi", prompt_setting="zero"))
-    assert zero["prompt"] == ("\nGiven a claim, a table and it's caption, decide if the claim is "
-                              "true or false. \n\nComplete the following:\n\n " + body)
-    few = _one(expand("flan_multi", prompt_setting="few",
-                      few_shot=cc.few_shot_prefix(cc.OFFICIAL_FEW_SHOT)))
+    assert zero["prompt"] == (
+        "\nGiven a claim, a table and it's caption, decide if the claim is "
+        "true or false. \n\nComplete the following:\n\n " + body
+    )
+    few = _one(
+        expand(
+            "flan_multi", prompt_setting="few", few_shot=cc.few_shot_prefix(cc.OFFICIAL_FEW_SHOT)
+        )
+    )
     assert few["prompt"] == OFFICIAL_FEW_SHOT_PROMPT + " " + body
     gold = _one(expand("flan_explain_gold"), label=0)
-    assert gold["prompt"] == ("Explain why 'A has the largest share.' is false given this caption: "
-                              f"Market share and table: {table}.")
+    assert gold["prompt"] == (
+        "Explain why 'A has the largest share.' is false given this caption: "
+        f"Market share and table: {table}."
+    )
     assert gold["target"] == "A is 50%." and gold["meta"]["input_label"] == "false"
     # Predicted labels replace the gold one where label_for gives one (test sets), not elsewhere.
-    pred = cc.make_expand("flan_explain_pred", train_split="train", table_for=lambda e: table,
-                          label_for=lambda eid: "true" if eid.startswith("test") else None)
-    assert _one(pred, label=0)["prompt"].startswith("Explain why 'A has the largest share.' is true ")
+    pred = cc.make_expand(
+        "flan_explain_pred",
+        train_split="train",
+        table_for=lambda e: table,
+        label_for=lambda eid: "true" if eid.startswith("test") else None,
+    )
+    assert _one(pred, label=0)["prompt"].startswith(
+        "Explain why 'A has the largest share.' is true "
+    )
     assert " is false " in _one(pred, id="train:1", label=0)["prompt"]
 
 
@@ -122,12 +159,21 @@ OFFICIAL_FEW_SHOT_PROMPT = (
     "33% \n Nuclear | 19% \n Gas | 10%'.\n"
     "Answer: true. The chart shows that Hydro contributes to 36% of the electricity production in "
     "Romania, which is the highest percentage among all the sources of energy listed in the "
-    "chart. \n\nComplete the following:\n")
+    "chart. \n\nComplete the following:\n"
+)
 
 
 def test_few_shot_picks_k_per_class_deterministically():
-    train = [{"id": f"train:{i}", "label": "TRUE" if i % 3 else "FALSE", "claim": f"c{i}",
-              "caption": "cap", "explanation": f"e{i}"} for i in range(12)]
+    train = [
+        {
+            "id": f"train:{i}",
+            "label": "TRUE" if i % 3 else "FALSE",
+            "claim": f"c{i}",
+            "caption": "cap",
+            "explanation": f"e{i}",
+        }
+        for i in range(12)
+    ]
     picked = cc.pick_few_shot(train, 2)
     assert [e["label"] for e in picked] == ["FALSE", "TRUE", "FALSE", "TRUE"]
     assert picked == cc.pick_few_shot(list(reversed(train)), 2)  # order-free: by sha256(id)
@@ -138,8 +184,10 @@ def test_few_shot_picks_k_per_class_deterministically():
     prefix = cc.few_shot_prefix([dict(e, label=e["label"].lower(), table="T") for e in picked])
     assert prefix.count("Classify and explain if claim") == 4
     first = picked[0]
-    assert (f"if claim '{first['claim']}' is true or false given this caption: 'cap' and this "
-            f"table: 'T'.\nAnswer: false. {first['explanation']}\n\n") in prefix
+    assert (
+        f"if claim '{first['claim']}' is true or false given this caption: 'cap' and this "
+        f"table: 'T'.\nAnswer: false. {first['explanation']}\n\n"
+    ) in prefix
 
 
 def test_predicted_label_reading():
@@ -152,15 +200,27 @@ def test_predicted_label_reading():
 
 
 def test_score_fn_classification_and_explanations():
-    recs = [{"id": f"test:{i}", "target": t, "meta": {
-        "label": g, "chart_type": ct, "reasoning_types": rt, "explanation": "It rises."}}
-        for i, (t, g, ct, rt) in enumerate([
-            ("Yes. Explanation: It rises.", "TRUE", "line_chart", ["Compare"]),
-            ("No. Explanation: It rises.", "FALSE", "line_chart", []),
-            ("Yes. Explanation: It falls.", "FALSE", "pie_chart", ["Compare", "Filter"]),
-            ("No. Explanation: It rises.", "TRUE", "pie_chart", [])])]
-    texts = ["Yes. Explanation: It rises.", "No. Explanation: It rises.", "Yes, it does",
-             "Maybe"]
+    recs = [
+        {
+            "id": f"test:{i}",
+            "target": t,
+            "meta": {
+                "label": g,
+                "chart_type": ct,
+                "reasoning_types": rt,
+                "explanation": "It rises.",
+            },
+        }
+        for i, (t, g, ct, rt) in enumerate(
+            [
+                ("Yes. Explanation: It rises.", "TRUE", "line_chart", ["Compare"]),
+                ("No. Explanation: It rises.", "FALSE", "line_chart", []),
+                ("Yes. Explanation: It falls.", "FALSE", "pie_chart", ["Compare", "Filter"]),
+                ("No. Explanation: It rises.", "TRUE", "pie_chart", []),
+            ]
+        )
+    ]
+    texts = ["Yes. Explanation: It rises.", "No. Explanation: It rises.", "Yes, it does", "Maybe"]
     scores, extra = cc.make_score_fn("matcha_multi")(texts, recs, "test_one")
     assert scores.metrics["accuracy"] == 0.5 and scores.metrics["num_unparseable"] == 1
     assert [e["label"] for e in extra] == ["TRUE", "FALSE", "TRUE", None]
@@ -172,9 +232,9 @@ def test_score_fn_classification_and_explanations():
     flan, _ = cc.make_score_fn("flan_class")(["true.", "false.", "false", "neither"], recs, "x")
     assert flan.metrics["accuracy"] == 0.75 and flan.metrics["num_unparseable"] == 1
     assert not any(k.startswith("explanation_") for k in flan.metrics)
-    expl, extra = cc.make_score_fn("flan_explain_gold")(["It rises."] * 4,
-                                                       [dict(r, target="It rises.") for r in recs],
-                                                       "x")
+    expl, extra = cc.make_score_fn("flan_explain_gold")(
+        ["It rises."] * 4, [dict(r, target="It rises.") for r in recs], "x"
+    )
     assert "accuracy" not in expl.metrics and expl.metrics["explanation_rouge_l"] == 1.0
     assert extra[0] == {"gold_label": "TRUE"}
 
@@ -202,11 +262,16 @@ def test_bad_arguments_are_named():
 
 RUN_TINY = RUN_TINY + ["chartcheck_task.shuffle_buffer = 8"]
 SPLIT_SIZES = {"train": 5, "validation": 3, "test_one": 4, "test_two": 3}
-RECIPES = sorted(f[:-4] for f in os.listdir(RECIPE_DIR)
-                 if f.startswith("chartcheck_") and f.endswith(".gin"))
-EVAL_ONLY = {"chartcheck_matcha_chartqa_zero", "chartcheck_matcha_plotqa1_zero",
-             "chartcheck_matcha_plotqa2_zero", "chartcheck_deplot_flant5_zero_multi",
-             "chartcheck_deplot_flant5_few_multi"}
+RECIPES = sorted(
+    f[:-4] for f in os.listdir(RECIPE_DIR) if f.startswith("chartcheck_") and f.endswith(".gin")
+)
+EVAL_ONLY = {
+    "chartcheck_matcha_chartqa_zero",
+    "chartcheck_matcha_plotqa1_zero",
+    "chartcheck_matcha_plotqa2_zero",
+    "chartcheck_deplot_flant5_zero_multi",
+    "chartcheck_deplot_flant5_few_multi",
+}
 E2E = RECIPES  # every recipe, end to end (issue #7)
 ALL_SPLITS = "chartcheck_matcha_finetune_5050_multi"  # evaluated on every split
 CLASSIFY_ONLY = {"flan_class", "matcha_class"}
@@ -220,8 +285,7 @@ def recipe_text(recipe: str) -> str:
 def recipe_body(recipe: str) -> str:
     """The recipe without its comments: several rows differ only in the weights they start
     from (a user binding), e.g. the three zero-shot MatCha rows."""
-    return "\n".join(line for line in recipe_text(recipe).splitlines()
-                     if not line.startswith("#"))
+    return "\n".join(line for line in recipe_text(recipe).splitlines() if not line.startswith("#"))
 
 
 # One pipeline run per distinct body (the same computation on the same input otherwise).
@@ -232,8 +296,11 @@ DISTINCT = sorted(BODIES.values())
 
 
 def recipe_mode(recipe: str) -> str:
-    (mode,) = [line.split("=")[1].strip().strip('"') for line in recipe_text(recipe).splitlines()
-               if line.startswith("chartcheck_task.mode")]
+    (mode,) = [
+        line.split("=")[1].strip().strip('"')
+        for line in recipe_text(recipe).splitlines()
+        if line.startswith("chartcheck_task.mode")
+    ]
     return mode
 
 
@@ -256,17 +323,22 @@ def files(tmp_path_factory, all_ids):
     labels for the test sets; plus copies that lack one id."""
     d = tmp_path_factory.mktemp("chartcheck_files")
     ids = [i for split in all_ids.values() for i in split]
-    tables = [{"id": i, "prediction": f"TITLE | chart {n} <0x0A> Year | Value <0x0A> 2019 | {n}"}
-              for n, i in enumerate(ids)]
-    labels = [{"id": i, "prediction": "false." if n % 2 else "true.", "target": "true."}
-              for n, i in enumerate(all_ids["test_one"] + all_ids["test_two"])]
+    tables = [
+        {"id": i, "prediction": f"TITLE | chart {n} <0x0A> Year | Value <0x0A> 2019 | {n}"}
+        for n, i in enumerate(ids)
+    ]
+    labels = [
+        {"id": i, "prediction": "false." if n % 2 else "true.", "target": "true."}
+        for n, i in enumerate(all_ids["test_one"] + all_ids["test_two"])
+    ]
     out = {}
     for name, rows in (("tables", tables), ("labels", labels)):
         out[name] = str(d / f"{name}.jsonl")
         report.write_jsonl(out[name], rows)
         out[name + "_missing"] = str(d / f"{name}_missing.jsonl")
-        report.write_jsonl(out[name + "_missing"],
-                           [r for r in rows if r["id"] != all_ids["test_one"][1]])
+        report.write_jsonl(
+            out[name + "_missing"], [r for r in rows if r["id"] != all_ids["test_one"][1]]
+        )
     return out
 
 
@@ -284,8 +356,11 @@ def init_ckpts(tmp_path_factory):
 
 def _bindings(recipe, vocab_file, data_dir, files, init_path="unused", extra=()):
     text = recipe_text(recipe)
-    b = (P2S_TINY if "models/pix2struct.gin" in text else T5_TINY) + RUN_TINY + [
-        f"VOCAB = '{vocab_file}'", f"DATA_DIR = '{data_dir}'", f"INIT_PATH = '{init_path}'"]
+    b = (
+        (P2S_TINY if "models/pix2struct.gin" in text else T5_TINY)
+        + RUN_TINY
+        + [f"VOCAB = '{vocab_file}'", f"DATA_DIR = '{data_dir}'", f"INIT_PATH = '{init_path}'"]
+    )
     if "TABLES = %gin.REQUIRED" in text:
         b.append(f"TABLES = '{files['tables']}'")
     if "LABELS = %gin.REQUIRED" in text:
@@ -325,9 +400,12 @@ def _check_metrics(obj, rows, split, mode, step):
     if mode not in CLASSIFY_ONLY:
         for name in ("bleu", "rouge_l", "meteor"):
             assert 0 <= m[f"explanation_{name}"] <= 1
-        assert set(obj["unavailable"]) == {"explanation_bertscore_precision",
-                                           "explanation_bertscore_recall",
-                                           "explanation_bertscore_f1", "explanation_bleurt"}
+        assert set(obj["unavailable"]) == {
+            "explanation_bertscore_precision",
+            "explanation_bertscore_recall",
+            "explanation_bertscore_f1",
+            "explanation_bleurt",
+        }
     else:
         assert not obj["unavailable"] and "explanation_bleu" not in m
 
@@ -346,10 +424,12 @@ def test_recipes_sharing_a_body():
         groups.setdefault(BODIES[recipe_body(r)], []).append(r)
     assert len(RECIPES) == 15 and len(DISTINCT) == 10
     assert sorted(groups["chartcheck_matcha_chartqa_zero"]) == [
-        f"chartcheck_matcha_{m}_zero" for m in ("chartqa", "plotqa1", "plotqa2")]
+        f"chartcheck_matcha_{m}_zero" for m in ("chartqa", "plotqa1", "plotqa2")
+    ]
     assert sorted(groups["chartcheck_matcha_chartqa_finetune_5050_multi"]) == [
-        f"chartcheck_matcha_{m}finetune_5050_multi" for m in ("chartqa_", "", "plotqa1_",
-                                                               "plotqa2_")]
+        f"chartcheck_matcha_{m}finetune_5050_multi"
+        for m in ("chartqa_", "", "plotqa1_", "plotqa2_")
+    ]
 
 
 @pytest.mark.parametrize("recipe", DISTINCT)
@@ -358,10 +438,10 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
     and scoring the targets themselves gives perfect metrics in a valid metrics.json."""
     import numpy as np
 
-
     mode, image = recipe_mode(recipe), "models/pix2struct.gin" in recipe_text(recipe)
-    bindings = _bindings(recipe, vocab_file, data_dir, files,
-                         extra=["Features.max_target_len = 128"])
+    bindings = _bindings(
+        recipe, vocab_file, data_dir, files, extra=["Features.max_target_len = 128"]
+    )
     task, train_batch, batch = recipe_batches(recipe, bindings, "chartcheck", "test_one")
     enc = train_batch["encoder_input_tokens"]
     assert enc.shape == ((8, 64, 2 + 4 * 4 * 3) if image else (8, 64))
@@ -371,9 +451,15 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
     cols = {k: np.asarray(v)[keep] for k, v in batch.items() if k in cc.seq2seq.RECORD_KEYS}
     targets = np.asarray(batch["decoder_target_tokens"])[keep]
     metrics, breakdowns, rows, extra = task.score(targets, cols, "test_one")
-    obj = report.build_metrics(task="chartcheck", split="test_one", step=0,
-                               num_examples=len(rows), metrics=metrics, breakdowns=breakdowns,
-                               unavailable=extra["unavailable"])
+    obj = report.build_metrics(
+        task="chartcheck",
+        split="test_one",
+        step=0,
+        num_examples=len(rows),
+        metrics=metrics,
+        breakdowns=breakdowns,
+        unavailable=extra["unavailable"],
+    )
     _check_metrics(obj, rows, "test_one", mode, 0)
     assert all(r["prediction"] == r["target"] for r in rows)
     if mode not in ("flan_explain_gold", "flan_explain_pred"):
@@ -395,10 +481,19 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, files, init_c
     eval_only = recipe in EVAL_ONLY
     mode = recipe_mode(recipe)
     splits = ("validation", "test_one", "test_two") if recipe == ALL_SPLITS else ("test_one",)
-    out = _run(recipe, tmp_path, _bindings(recipe, vocab_file, data_dir, files,
-                                           _init(recipe, init_ckpts),
-                                           [f"chartcheck_task.eval_splits = {splits!r}"]),
-               eval_only)
+    out = _run(
+        recipe,
+        tmp_path,
+        _bindings(
+            recipe,
+            vocab_file,
+            data_dir,
+            files,
+            _init(recipe, init_ckpts),
+            [f"chartcheck_task.eval_splits = {splits!r}"],
+        ),
+        eval_only,
+    )
     step = 0 if eval_only else 2
     if not eval_only:
         assert out["step"] == 2 and out["stop_reason"] == "done"
@@ -413,13 +508,18 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, files, init_c
             assert f" is {labels[r['id']].rstrip('.')} given this caption" in r["input"]
 
 
-@pytest.mark.parametrize("recipe,which", [
-    ("chartcheck_deplot_flant5_finetune_class", "tables"),
-    ("chartcheck_deplot_flant5_explanation_pred_labels", "labels")])
+@pytest.mark.parametrize(
+    "recipe,which",
+    [
+        ("chartcheck_deplot_flant5_finetune_class", "tables"),
+        ("chartcheck_deplot_flant5_explanation_pred_labels", "labels"),
+    ],
+)
 def test_missing_id_is_named(recipe, which, tmp_path, vocab_file, data_dir, files, all_ids):
     key = "TABLES" if which == "tables" else "LABELS"
-    bindings = _bindings(recipe, vocab_file, data_dir, files,
-                         extra=[f"{key} = '{files[which + '_missing']}'"])
+    bindings = _bindings(
+        recipe, vocab_file, data_dir, files, extra=[f"{key} = '{files[which + '_missing']}'"]
+    )
     missing = all_ids["test_one"][1]
     with pytest.raises(KeyError, match=f"{which}.*_missing.jsonl has no row for id '{missing}'"):
         _run(recipe, tmp_path, bindings, False)

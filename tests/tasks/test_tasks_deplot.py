@@ -19,17 +19,29 @@ from chartjax.tasks import deplot, seq2seq
 # The same tiny Pix2Struct for every image recipe (test_tasks_chart_info.py too), so the
 # session's persistent compilation cache serves later recipes. 8 simulated devices: batch 8.
 TINY_PIX2STRUCT = [
-    "Pix2StructConfig.emb_dim = 32", "Pix2StructConfig.num_heads = 4",
-    "Pix2StructConfig.head_dim = 8", "Pix2StructConfig.mlp_dim = 64",
-    "Pix2StructConfig.num_encoder_layers = 2", "Pix2StructConfig.num_decoder_layers = 2",
-    "Pix2StructConfig.vocab_size = 400", "Pix2StructConfig.patch_size = 4",
-    "Pix2StructConfig.max_position_embeddings = 64", "Pix2StructConfig.dtype = 'float32'",
-    "Features.max_patches = 64", "Features.patch_size = 4", "Features.max_input_len = 64",
-    "Features.max_target_len = 32", "Decoding.max_decode_len = 8",
-    "train.global_batch_size = 8", "evaluate.eval_batch_size = 8", "train.eval_batch_size = 8",
-    "train.progress = False", "train.num_train_steps = 2", "train.log_every = 1",
+    "Pix2StructConfig.emb_dim = 32",
+    "Pix2StructConfig.num_heads = 4",
+    "Pix2StructConfig.head_dim = 8",
+    "Pix2StructConfig.mlp_dim = 64",
+    "Pix2StructConfig.num_encoder_layers = 2",
+    "Pix2StructConfig.num_decoder_layers = 2",
+    "Pix2StructConfig.vocab_size = 400",
+    "Pix2StructConfig.patch_size = 4",
+    "Pix2StructConfig.max_position_embeddings = 64",
+    "Pix2StructConfig.dtype = 'float32'",
+    "Features.max_patches = 64",
+    "Features.patch_size = 4",
+    "Features.max_input_len = 64",
+    "Features.max_target_len = 32",
+    "Decoding.max_decode_len = 8",
+    "train.global_batch_size = 8",
+    "evaluate.eval_batch_size = 8",
+    "train.eval_batch_size = 8",
+    "train.progress = False",
+    "train.num_train_steps = 2",
+    "train.log_every = 1",
     "schedule.total_steps = 10000",  # the learning-rate schedule is part of the compiled step
-]  # fmt: skip
+]
 
 
 def tiny_t5x_checkpoint(path: str, family: str = "pix2struct") -> str:
@@ -76,7 +88,8 @@ def assert_table_metrics(obj: dict, rows: list[dict]) -> None:
         assert 0.0 <= obj["metrics"][name] <= 1.0
     for row in rows:
         assert row["rms_f1"] == pytest.approx(
-            table_metrics.rms_example([row["target"]], row["prediction"])[2])
+            table_metrics.rms_example([row["target"]], row["prediction"])[2]
+        )
 
 
 # ---------------------------------------------------------------- derivation ---------------
@@ -125,11 +138,14 @@ def test_derived_tables_equal_generator_tables(generated):
         record = deplot.chart_info_record(example)
         return [] if record is None else [record]
 
-    records = {r["id"]: r for r in seq2seq.iter_records(builder_dir, "train", expand,
-                                                        deplot.CHART_INFO_KEYS)}
+    records = {
+        r["id"]: r
+        for r in seq2seq.iter_records(builder_dir, "train", expand, deplot.CHART_INFO_KEYS)
+    }
     types = dict(enumerate(tb.CHART_TYPES))
-    assert sorted(records, key=int) == [str(i) for i, t in types.items()
-                                        if t not in (tb.PIE, tb.DONUT)]
+    assert sorted(records, key=int) == [
+        str(i) for i, t in types.items() if t not in (tb.PIE, tb.DONUT)
+    ]
     exact = 0
     for key, record in records.items():
         assert record["prompt"] == deplot.PROMPT
@@ -148,22 +164,32 @@ def test_box_header_matches_generator():
 
 def test_number_formatting_and_axis_titles():
     # One column group shares the decimals that write every value exactly; "-0" never appears.
-    series = [{"name": "", "data": [{"x": "a", "y": 12.5}, {"x": "b", "y": 3.25},
-                                    {"x": "c", "y": -0.0}]}]  # fmt: skip
-    blocks = [{"id": 0, "text": "Rate\nof growth", "bbox": [10, 400, 20, 100]},  # left, rotated
-              {"id": 1, "text": "Year", "bbox": [300, 700, 40, 10]},  # below the x ticks
-              {"id": 2, "text": "a", "bbox": [200, 680, 10, 10]},
-              {"id": 3, "text": "0", "bbox": [40, 600, 10, 10]}]  # fmt: skip
-    roles = [{"id": 0, "role": "axis_title"}, {"id": 1, "role": "axis_title"},
-             {"id": 2, "role": "tick_label"}, {"id": 3, "role": "tick_label"}]
+    series = [
+        {"name": "", "data": [{"x": "a", "y": 12.5}, {"x": "b", "y": 3.25}, {"x": "c", "y": -0.0}]}
+    ]
+    blocks = [
+        {"id": 0, "text": "Rate\nof growth", "bbox": [10, 400, 20, 100]},  # left, rotated
+        {"id": 1, "text": "Year", "bbox": [300, 700, 40, 10]},  # below the x ticks
+        {"id": 2, "text": "a", "bbox": [200, 680, 10, 10]},
+        {"id": 3, "text": "0", "bbox": [40, 600, 10, 10]},
+    ]
+    roles = [
+        {"id": 0, "role": "axis_title"},
+        {"id": 1, "role": "axis_title"},
+        {"id": 2, "role": "tick_label"},
+        {"id": 3, "role": "tick_label"},
+    ]
     ticks = [{"axis": "x-axis", "id": 2}, {"axis": "y-axis", "id": 3}]
     table = deplot.chart_table("scatter", series, blocks, roles, ticks)
     assert table == "TITLE | \nYear | Rate of growth\na | 12.50\nb | 3.25\nc | 0.00"
     # Without ticks the first axis title is the x-axis one; bars share rows by x value.
-    bars = [{"name": "s1", "data": [{"x": "a", "y": "1"}, {"x": "b", "y": "2"}]},
-            {"name": "s2", "data": [{"x": "b", "y": "3"}, {"x": "c", "y": "4"}]}]
+    bars = [
+        {"name": "s1", "data": [{"x": "a", "y": "1"}, {"x": "b", "y": "2"}]},
+        {"name": "s2", "data": [{"x": "b", "y": "3"}, {"x": "c", "y": "4"}]},
+    ]
     assert deplot.chart_table("grouped_vertical_bar", bars, blocks, roles, []) == (
-        "TITLE | \nRate of growth | s1 | s2\na | 1 | \nb | 2 | 3\nc |  | 4")
+        "TITLE | \nRate of growth | s1 | s2\na | 1 | \nb | 2 | 3\nc |  | 4"
+    )
     assert deplot.chart_table("line", [], blocks, roles, ticks) is None
 
 
@@ -173,17 +199,30 @@ def test_number_formatting_and_axis_titles():
 def test_deplot_chart_info_recipe(tmp_path, vocab_file, tfds_dir):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
     init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"))
-    out = run_recipe("deplot_chart_info", tmp_path / "run", TINY_PIX2STRUCT + [
-        f"VOCAB = '{vocab_file}'", f"INIT_PATH = '{init}'", f"DATA_DIR = '{data_dir}'",
-        "deplot_task.train_split = 'train'", "deplot_task.eval_splits = ('train',)"])
+    out = run_recipe(
+        "deplot_chart_info",
+        tmp_path / "run",
+        TINY_PIX2STRUCT
+        + [
+            f"VOCAB = '{vocab_file}'",
+            f"INIT_PATH = '{init}'",
+            f"DATA_DIR = '{data_dir}'",
+            "deplot_task.train_split = 'train'",
+            "deplot_task.eval_splits = ('train',)",
+        ],
+    )
     assert out["step"] == 2 and out["stop_reason"] == "done"
     obj, rows = read_eval(tmp_path / "run", "train", 2)
     assert obj["task"] == "deplot" and obj["step"] == 2
     assert obj["num_examples"] == 4  # 5 dummy charts; the pie annotates no task 6
     assert obj["metrics"]["num_unannotated"] == 1
     assert_table_metrics(obj, rows)
-    assert set(obj["breakdowns"]["chart_type"]) == {"grouped_vertical_bar", "line", "scatter",
-                                                    "vertical_box"}
+    assert set(obj["breakdowns"]["chart_type"]) == {
+        "grouped_vertical_bar",
+        "line",
+        "scatter",
+        "vertical_box",
+    }
     targets = {r["id"]: r["target"] for r in rows}
     assert targets["344"] == "TITLE | Sales by year\n | 2011\n2005.0 | 21.4268493652"
     assert targets["8"] == "TITLE | \n | \n0.5 | 1.25\n1.5 | 2.00"
@@ -193,9 +232,13 @@ def test_deplot_chart_info_recipe(tmp_path, vocab_file, tfds_dir):
 def test_deplot_statista_zero_recipe(tmp_path, vocab_file, tfds_dir):
     data_dir = tfds_dir("chart_to_text", "statista")
     init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"))
-    out = run_recipe("deplot_statista_zero", tmp_path / "run", TINY_PIX2STRUCT + [
-        f"VOCAB = '{vocab_file}'", f"INIT_PATH = '{init}'", f"DATA_DIR = '{data_dir}'"],
-        train=False)
+    out = run_recipe(
+        "deplot_statista_zero",
+        tmp_path / "run",
+        TINY_PIX2STRUCT
+        + [f"VOCAB = '{vocab_file}'", f"INIT_PATH = '{init}'", f"DATA_DIR = '{data_dir}'"],
+        train=False,
+    )
     assert set(out) == {"test"}
     obj, rows = read_eval(tmp_path / "run", "test", 0)
     assert obj["task"] == "deplot" and obj["split"] == "test" and obj["step"] == 0

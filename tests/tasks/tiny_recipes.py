@@ -5,24 +5,46 @@
 # no cache saves, dominates these runs (measured: 2+2 layers cost ~1 min more CPU here).
 TINY_LAYERS = dict(vocab_size=400, num_encoder_layers=1, num_decoder_layers=1)
 P2S_TINY = [
-    "Pix2StructConfig.emb_dim = 32", "Pix2StructConfig.num_heads = 4",
-    "Pix2StructConfig.head_dim = 8", "Pix2StructConfig.mlp_dim = 64",
-    "Pix2StructConfig.num_encoder_layers = 1", "Pix2StructConfig.num_decoder_layers = 1",
-    "Pix2StructConfig.vocab_size = 400", "Pix2StructConfig.patch_size = 4",
-    "Pix2StructConfig.max_position_embeddings = 64", "Pix2StructConfig.dtype = 'float32'",
-    "Features.max_patches = 64", "Features.patch_size = 4", "Features.max_position_id = 64",
-    "Features.max_target_len = 32"]
+    "Pix2StructConfig.emb_dim = 32",
+    "Pix2StructConfig.num_heads = 4",
+    "Pix2StructConfig.head_dim = 8",
+    "Pix2StructConfig.mlp_dim = 64",
+    "Pix2StructConfig.num_encoder_layers = 1",
+    "Pix2StructConfig.num_decoder_layers = 1",
+    "Pix2StructConfig.vocab_size = 400",
+    "Pix2StructConfig.patch_size = 4",
+    "Pix2StructConfig.max_position_embeddings = 64",
+    "Pix2StructConfig.dtype = 'float32'",
+    "Features.max_patches = 64",
+    "Features.patch_size = 4",
+    "Features.max_position_id = 64",
+    "Features.max_target_len = 32",
+]
 T5_TINY = [
-    "T5Config.emb_dim = 32", "T5Config.num_heads = 4", "T5Config.head_dim = 8",
-    "T5Config.mlp_dim = 64", "T5Config.num_encoder_layers = 1",
+    "T5Config.emb_dim = 32",
+    "T5Config.num_heads = 4",
+    "T5Config.head_dim = 8",
+    "T5Config.mlp_dim = 64",
+    "T5Config.num_encoder_layers = 1",
     "T5Config.num_decoder_layers = 1",
-    "T5Config.vocab_size = 400", "T5Config.dtype = 'float32'", "T5Config.dropout_rate = 0.0",
-    "Features.max_input_len = 64", "Features.max_target_len = 32"]
-RUN_TINY = ["Decoding.max_decode_len = 8", "train.global_batch_size = 8",
-            "train.eval_batch_size = 8", "evaluate.eval_batch_size = 8", "train.progress = False",
-            "train.num_train_steps = 2", "train.eval_every = 0", "train.checkpoint_every = 2",
-            "train.log_every = 1",
-            "train.best_metric = None"]  # a second save; test_recipe_pipeline checks its name
+    "T5Config.vocab_size = 400",
+    "T5Config.dtype = 'float32'",
+    "T5Config.dropout_rate = 0.0",
+    "Features.max_input_len = 64",
+    "Features.max_target_len = 32",
+]
+RUN_TINY = [
+    "Decoding.max_decode_len = 8",
+    "train.global_batch_size = 8",
+    "train.eval_batch_size = 8",
+    "evaluate.eval_batch_size = 8",
+    "train.progress = False",
+    "train.num_train_steps = 2",
+    "train.eval_every = 0",
+    "train.checkpoint_every = 2",
+    "train.log_every = 1",
+    "train.best_metric = None",
+]  # a second save; test_recipe_pipeline checks its name
 
 
 def recipe_batches(recipe: str, bindings: list[str], task_name: str, split: str):

@@ -12,15 +12,28 @@ from chartjax.data import pipeline
 TOL = dict(rtol=1e-5, atol=1e-5)  # fp32; sharded reductions reorder sums (DESIGN.md §4)
 
 
-def run_steps(model_fn, task, devices, shape, preset, *, steps=2, batch_size=16,
-              optimizer=("adam", 1e-2), same_batch=False):
+def run_steps(
+    model_fn,
+    task,
+    devices,
+    shape,
+    preset,
+    *,
+    steps=2,
+    batch_size=16,
+    optimizer=("adam", 1e-2),
+    same_batch=False,
+):
     """-> (losses, params, model_state, state spec) after `steps` jitted train steps."""
     mesh = mesh_lib.make_mesh(shape, devices=devices)
     rules = mesh_lib.axis_rules(preset)
     tx, sched = optim.make_optimizer(optimizer[0], lr=optimizer[1])
     spec, init = state_lib.create(model_fn, tx, mesh, rules, seed=3)
-    step = jax.jit(train_lib.make_train_step(spec.model_def, task, tx, sched),
-                   in_shardings=(spec.shardings, None), out_shardings=(spec.shardings, None))
+    step = jax.jit(
+        train_lib.make_train_step(spec.model_def, task, tx, sched),
+        in_shardings=(spec.shardings, None),
+        out_shardings=(spec.shardings, None),
+    )
     state = init()
     losses = []
     batches = task.train_batches(batch_size, 0, 0, 0, 1)
@@ -28,8 +41,7 @@ def run_steps(model_fn, task, devices, shape, preset, *, steps=2, batch_size=16,
     with mesh_lib.activate(mesh, rules):
         for k in range(steps):
             host = first if same_batch or k == 0 else next(batches)
-            state, metrics = step(state, pipeline.to_global(host, mesh, rules,
-                                                            task.model_inputs))
+            state, metrics = step(state, pipeline.to_global(host, mesh, rules, task.model_inputs))
             losses.append(float(metrics["loss"]))
     return losses, jax.device_get(state["params"]), jax.device_get(state["model_state"]), spec
 
@@ -44,8 +56,9 @@ def assert_same(result, reference):
 
 def sharded_leaves(spec) -> int:
     """How many parameters the preset actually splits over some mesh axis."""
-    return sum(any(a is not None for a in s.spec) for s in jax.tree.leaves(
-        spec.shardings["params"]))
+    return sum(
+        any(a is not None for a in s.spec) for s in jax.tree.leaves(spec.shardings["params"])
+    )
 
 
 PRESETS = [("data_parallel", (8, 1)), ("fsdp", (8, 1)), ("tensor_parallel", (4, 2))]

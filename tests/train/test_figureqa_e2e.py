@@ -14,27 +14,44 @@ from chartjax.metrics import report
 from tfds_builders.figureqa import figureqa as builder_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = ["RNConfig.image_size = 16", "figureqa_task.image_size = 16", "RNConfig.conv_layers = 2",
-        "RNConfig.conv_channels = 8", "RNConfig.lstm_dim = 8", "RNConfig.embed_dim = 8",
-        "RNConfig.g_dim = 16", "RNConfig.f_dim = 16", "train.progress = False",
-        "train.global_batch_size = 8", "train.eval_batch_size = 8", "train.log_every = 1",
-        "figureqa_task.shuffle_buffer = 16", "train.eval_every = 0"]
+TINY = [
+    "RNConfig.image_size = 16",
+    "figureqa_task.image_size = 16",
+    "RNConfig.conv_layers = 2",
+    "RNConfig.conv_channels = 8",
+    "RNConfig.lstm_dim = 8",
+    "RNConfig.embed_dim = 8",
+    "RNConfig.g_dim = 16",
+    "RNConfig.f_dim = 16",
+    "train.progress = False",
+    "train.global_batch_size = 8",
+    "train.eval_batch_size = 8",
+    "train.log_every = 1",
+    "figureqa_task.shuffle_buffer = 16",
+    "train.eval_every = 0",
+]
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("tfds"))
     builder = builder_mod.Builder(data_dir=d)
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        manual_dir=os.path.join(ROOT, "tfds_builders", "figureqa", "dummy_data")))
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(
+            manual_dir=os.path.join(ROOT, "tfds_builders", "figureqa", "dummy_data")
+        )
+    )
     return d
 
 
 def _train(workdir, data_dir, extra):
     gin.clear_config()
-    config_lib.parse_gin(["tasks/figureqa_rn.gin"], TINY + [
-        f"figureqa_task.data_dir = '{data_dir}'",
-        "figureqa_task.eval_splits = ('validation1',)"] + extra)
+    config_lib.parse_gin(
+        ["tasks/figureqa_rn.gin"],
+        TINY
+        + [f"figureqa_task.data_dir = '{data_dir}'", "figureqa_task.eval_splits = ('validation1',)"]
+        + extra,
+    )
     try:
         return train_lib.train(str(workdir))
     finally:
@@ -42,8 +59,7 @@ def _train(workdir, data_dir, extra):
 
 
 def test_two_steps_then_metrics_json(tmp_path, data_dir):
-    out = _train(tmp_path, data_dir, ["train.num_train_steps = 2",
-                                      "train.checkpoint_every = 2"])
+    out = _train(tmp_path, data_dir, ["train.num_train_steps = 2", "train.checkpoint_every = 2"])
     assert out["step"] == 2 and out["stop_reason"] == "done"
     mdir = tmp_path / "eval" / "validation1" / "step_2"
     obj = json.loads((mdir / "metrics.json").read_text())
@@ -65,7 +81,14 @@ def test_two_steps_then_metrics_json(tmp_path, data_dir):
 def test_nan_loss_stops_with_last_good_checkpoint(tmp_path, data_dir):
     # A learning rate of 1e30 makes the parameters overflow within a few steps.
     with pytest.raises(FloatingPointError, match=r"(NaN/Inf|loss is (nan|inf)).*last good"):
-        _train(tmp_path, data_dir, ["train.num_train_steps = 50", "train.checkpoint_every = 1",
-                                    "make_optimizer.lr = 1e30"])
+        _train(
+            tmp_path,
+            data_dir,
+            [
+                "train.num_train_steps = 50",
+                "train.checkpoint_every = 1",
+                "make_optimizer.lr = 1e30",
+            ],
+        )
     saved = sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit())
     assert saved and saved[-1] < 50  # the run stopped and kept only finite checkpoints

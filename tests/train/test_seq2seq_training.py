@@ -9,18 +9,25 @@ from chartjax.models import pix2struct, t5, tiny
 from chartjax.tasks import seq2seq_synthetic
 
 MODELS = {
-    "t5": (lambda rngs: t5.build(tiny.tiny_t5(dropout_rate=0.1), rngs),
-           seq2seq_synthetic.make_task(modality="text")),
-    "pix2struct": (lambda rngs: pix2struct.build(tiny.tiny_pix2struct(dropout_rate=0.1), rngs),
-                   seq2seq_synthetic.make_task(modality="patches", patch_dim=50)),
+    "t5": (
+        lambda rngs: t5.build(tiny.tiny_t5(dropout_rate=0.1), rngs),
+        seq2seq_synthetic.make_task(modality="text"),
+    ),
+    "pix2struct": (
+        lambda rngs: pix2struct.build(tiny.tiny_pix2struct(dropout_rate=0.1), rngs),
+        seq2seq_synthetic.make_task(modality="patches", patch_dim=50),
+    ),
 }
 
 
 @pytest.fixture(scope="module")
 def references():
-    return {name: run_steps(fn, task, jax.devices()[:1], (1, 1), "data_parallel",
-                            optimizer=("adafactor", 1e-2))
-            for name, (fn, task) in MODELS.items()}
+    return {
+        name: run_steps(
+            fn, task, jax.devices()[:1], (1, 1), "data_parallel", optimizer=("adafactor", 1e-2)
+        )
+        for name, (fn, task) in MODELS.items()
+    }
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -35,6 +42,14 @@ def test_sharded_steps_equal_single_device(references, name, preset, shape):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_overfits_one_batch(name):
     fn, task = MODELS[name]
-    losses, *_ = run_steps(fn, task, jax.devices()[:1], (1, 1), "data_parallel", steps=40,
-                           optimizer=("adam", 3e-3), same_batch=True)
+    losses, *_ = run_steps(
+        fn,
+        task,
+        jax.devices()[:1],
+        (1, 1),
+        "data_parallel",
+        steps=40,
+        optimizer=("adam", 3e-3),
+        same_batch=True,
+    )
     assert losses[-1] < 0.35 * losses[0], losses

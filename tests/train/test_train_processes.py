@@ -20,22 +20,38 @@ import orbax.checkpoint as ocp
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = ["RNConfig.image_size=16", "synthetic_task.image_size=16", "RNConfig.conv_layers=2",
-        "RNConfig.conv_channels=8", "RNConfig.g_dim=16", "RNConfig.f_dim=16",
-        "RNConfig.dropout=0.25", "train.progress=False"]
+TINY = [
+    "RNConfig.image_size=16",
+    "synthetic_task.image_size=16",
+    "RNConfig.conv_layers=2",
+    "RNConfig.conv_channels=8",
+    "RNConfig.g_dim=16",
+    "RNConfig.f_dim=16",
+    "RNConfig.dropout=0.25",
+    "train.progress=False",
+]
 
 
 def _cmd(workdir, bindings):
     # Not `-m chartjax.train`: gin would see the configurables twice (__main__ and module).
-    cmd = [sys.executable, "-c", "import sys; from chartjax.train import main; main(sys.argv[1:])",
-           "--gin_file=tasks/synthetic_rn.gin",
-           f"--workdir={workdir}"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from chartjax.train import main; main(sys.argv[1:])",
+        "--gin_file=tasks/synthetic_rn.gin",
+        f"--workdir={workdir}",
+    ]
     return cmd + [f"--gin_bindings={b}" for b in TINY + bindings]
 
 
 def _env(devices, **extra):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", **extra)
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        **extra,
+    )
     env.pop("CHARTJAX_COORDINATOR", None)
     env.update(extra)
     return env
@@ -54,32 +70,47 @@ def _free_port():
 
 @pytest.mark.slow
 def test_two_processes_match_one_process(tmp_path):
-    steps = ["train.num_train_steps=6", "train.log_every=1", "train.checkpoint_every=3",
-             "train.global_batch_size=16"]
+    steps = [
+        "train.num_train_steps=6",
+        "train.log_every=1",
+        "train.checkpoint_every=3",
+        "train.global_batch_size=16",
+    ]
     one = tmp_path / "one"
     subprocess.run(_cmd(one, steps), env=_env(8), cwd=ROOT, check=True, timeout=600)
     two = tmp_path / "two"
     port = _free_port()
-    procs = [subprocess.Popen(_cmd(two, steps), cwd=ROOT, env=_env(
-        4, CHARTJAX_COORDINATOR=f"localhost:{port}", CHARTJAX_NUM_PROCESSES="2",
-        CHARTJAX_PROCESS_ID=str(i)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            _cmd(two, steps),
+            cwd=ROOT,
+            env=_env(
+                4,
+                CHARTJAX_COORDINATOR=f"localhost:{port}",
+                CHARTJAX_NUM_PROCESSES="2",
+                CHARTJAX_PROCESS_ID=str(i),
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=600)[0].decode() for p in procs]
     for p, out in zip(procs, outs):
         assert p.returncode == 0, out[-3000:]
     assert "process 0/2" in outs[0] or "2 processes" in outs[0], outs[0][-2000:]
     ref, got = _losses(one), _losses(two)
     assert sorted(ref) == sorted(got) == list(range(1, 7))
-    np.testing.assert_allclose([got[s] for s in sorted(got)], [ref[s] for s in sorted(ref)],
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        [got[s] for s in sorted(got)], [ref[s] for s in sorted(ref)], rtol=1e-5, atol=1e-5
+    )
     # Both processes evaluated together and process 0 wrote the union of their rows.
     metrics = json.loads((two / "eval" / "validation" / "step_6" / "metrics.json").read_text())
     assert metrics["num_examples"] == 64
 
 
 def _params(workdir, step):
-    mgr = ocp.CheckpointManager(os.path.join(workdir, "checkpoints"),
-                                item_names=("state", "meta"))
+    mgr = ocp.CheckpointManager(os.path.join(workdir, "checkpoints"), item_names=("state", "meta"))
     out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
     return out["state"]
 
@@ -87,15 +118,24 @@ def _params(workdir, step):
 @pytest.mark.slow
 def test_killed_run_resumes_bit_identical(tmp_path):
     total = 120
-    common = [f"train.num_train_steps={total}", "train.log_every=10",
-              "train.checkpoint_every=10", "train.global_batch_size=8",
-              "train.final_eval=False"]
+    common = [
+        f"train.num_train_steps={total}",
+        "train.log_every=10",
+        "train.checkpoint_every=10",
+        "train.global_batch_size=8",
+        "train.final_eval=False",
+    ]
     ref = tmp_path / "uninterrupted"
     subprocess.run(_cmd(ref, common), env=_env(8), cwd=ROOT, check=True, timeout=600)
 
     run = tmp_path / "interrupted"
-    proc = subprocess.Popen(_cmd(run, common), env=_env(8), cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cmd(run, common),
+        env=_env(8),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     ckpts = run / "checkpoints"
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:

@@ -9,8 +9,19 @@ from chartjax import mesh as mesh_lib
 from chartjax.models import relation_network as rn
 from chartjax.tasks import synthetic
 
-CFG = rn.RNConfig(kind="rn", vocab_size=32, image_size=16, conv_layers=2, conv_channels=8,
-                  embed_dim=8, lstm_dim=8, g_layers=3, g_dim=16, f_dim=16, dropout=0.25)
+CFG = rn.RNConfig(
+    kind="rn",
+    vocab_size=32,
+    image_size=16,
+    conv_layers=2,
+    conv_channels=8,
+    embed_dim=8,
+    lstm_dim=8,
+    g_layers=3,
+    g_dim=16,
+    f_dim=16,
+    dropout=0.25,
+)
 TASK = synthetic.make_task(image_size=16, vocab_size=32)
 
 

@@ -122,8 +122,14 @@ def _text_blocks(output: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             raise AnnotationError(f"{where}: has neither bb nor polygon")
         text = block.get("text")
-        blocks.append({"id": block["id"], "text": "" if text is None else str(text),
-                       "polygon": poly, "bbox": bbox})  # fmt: skip
+        blocks.append(
+            {
+                "id": block["id"],
+                "text": "" if text is None else str(text),
+                "polygon": poly,
+                "bbox": bbox,
+            }
+        )
     return blocks
 
 
@@ -150,8 +156,13 @@ def _axes(output: dict[str, Any]) -> tuple[list[dict], list[dict]]:
             where = f"task4.axes[{name!r}][{i}]"
             if not isinstance(tick, dict) or not isinstance(tick.get("id"), int):
                 raise AnnotationError(f"{where}: needs an integer id")
-            ticks.append({"axis": name, "id": tick["id"],
-                          "tick_pt": _point(tick.get("tick_pt"), f"{where}.tick_pt")})  # fmt: skip
+            ticks.append(
+                {
+                    "axis": name,
+                    "id": tick["id"],
+                    "tick_pt": _point(tick.get("tick_pt"), f"{where}.tick_pt"),
+                }
+            )
     return ticks, tick_types
 
 
@@ -183,8 +194,14 @@ def _data_series(output: dict[str, Any]) -> tuple[list[str], list[dict], list[di
                 stats = {k: _num(item[k], f"{where}.data[{i}].{k}") for k in BOX_STATS}
                 boxes.append({"series": s, "x": x, **stats})
             elif "x" in item and "y" in item:
-                points.append({"series": s, "x": _as_text(item["x"]),
-                               "y": _as_float(item["y"]), "y_text": _as_text(item["y"])})  # fmt: skip
+                points.append(
+                    {
+                        "series": s,
+                        "x": _as_text(item["x"]),
+                        "y": _as_float(item["y"]),
+                        "y_text": _as_text(item["y"]),
+                    }
+                )
             # Any other point shape is left unparsed; data_series_json still holds it.
     return names, points, boxes
 
@@ -212,8 +229,15 @@ def _visual_elements(output: dict[str, Any]) -> dict[str, list]:
         for stat, value in sorted(box.items()):
             where = f"boxplots[{j}].{stat}"
             x, y = _point(value, where)
-            boxplots.append({"box": j, "stat": stat, "x": x, "y": y,
-                             "bb": _box(value.get("_bb"), f"{where}._bb")})  # fmt: skip
+            boxplots.append(
+                {
+                    "box": j,
+                    "stat": stat,
+                    "x": x,
+                    "y": y,
+                    "bb": _box(value.get("_bb"), f"{where}._bb"),
+                }
+            )
     return {"bars": bars, "lines": lines, "scatter_points": scatter, "boxplots": boxplots}
 
 

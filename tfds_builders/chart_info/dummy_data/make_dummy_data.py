@@ -60,18 +60,33 @@ def grouped_bar() -> dict:
         {
             1: {"chart_type": "Grouped vertical bar"},
             2: {"text_blocks": blocks},
-            3: {"text_roles": [{"id": 0, "role": "chart_title"}, {"id": 3, "role": "tick_label"},
-                               {"id": 7, "role": "tick_label"},
-                               {"id": 14, "role": "legend_label"}]},
-            4: {"_plot_bb": bb(83, 47, 1175, 790),
-                "axes": {"x-axis": [{"id": 3, "tick_pt": {"x": 201, "y": 837}}],
-                         "y-axis": [{"id": 7, "tick_pt": {"x": 83, "y": 832}}]}},
+            3: {
+                "text_roles": [
+                    {"id": 0, "role": "chart_title"},
+                    {"id": 3, "role": "tick_label"},
+                    {"id": 7, "role": "tick_label"},
+                    {"id": 14, "role": "legend_label"},
+                ]
+            },
+            4: {
+                "_plot_bb": bb(83, 47, 1175, 790),
+                "axes": {
+                    "x-axis": [{"id": 3, "tick_pt": {"x": 201, "y": 837}}],
+                    "y-axis": [{"id": 7, "tick_pt": {"x": 83, "y": 832}}],
+                },
+            },
             5: {"legend_pairs": [{"bb": bb(843, 101, 33, 12), "id": 14}]},
-            6: {"data series": [{"name": "2011", "data": [{"x": "2005.0", "y": "21.4268493652"}]}],
-                "visual elements": {"bars": [bb(140, 125, 62, 708)], "boxplots": [], "lines": [],
-                                    "scatter points": []}},
+            6: {
+                "data series": [{"name": "2011", "data": [{"x": "2005.0", "y": "21.4268493652"}]}],
+                "visual elements": {
+                    "bars": [bb(140, 125, 62, 708)],
+                    "boxplots": [],
+                    "lines": [],
+                    "scatter points": [],
+                },
+            },
         }
-    )  # fmt: skip
+    )
 
 
 def pie() -> dict:
@@ -80,8 +95,10 @@ def pie() -> dict:
 
 def vertical_box() -> dict:
     stats = {"first_quartile": 3.5, "max": 9.0, "median": 5.25, "min": 1.0, "third_quartile": 7.0}
-    element = {s: {"_bb": bb(100, 50 + i, 40, 0), "x": 120, "y": 50 + i}
-               for i, s in enumerate(sorted(stats))}  # fmt: skip
+    element = {
+        s: {"_bb": bb(100, 50 + i, 40, 0), "x": 120, "y": 50 + i}
+        for i, s in enumerate(sorted(stats))
+    }
     return doc(
         {
             1: {"chart_type": "Vertical box"},
@@ -89,11 +106,17 @@ def vertical_box() -> dict:
             3: {"text_roles": [{"id": 0, "role": "tick_label"}]},
             4: {"_plot_bb": bb(50, 20, 300, 260), "axes": {"x-axis": [], "y-axis": []}},
             5: {"legend_pairs": []},
-            6: {"data series": [{"name": "Group A", "data": stats}],
-                "visual elements": {"bars": [], "boxplots": [element], "lines": [],
-                                    "scatter points": []}},
+            6: {
+                "data series": [{"name": "Group A", "data": stats}],
+                "visual elements": {
+                    "bars": [],
+                    "boxplots": [element],
+                    "lines": [],
+                    "scatter points": [],
+                },
+            },
         }
-    )  # fmt: skip
+    )
 
 
 def line() -> dict:
@@ -104,12 +127,19 @@ def line() -> dict:
             3: {"text_roles": [{"id": 0, "role": "axis_title"}]},
             4: {"_plot_bb": bb(40, 20, 200, 100), "axes": {"x-axis": [], "y-axis": []}},
             5: {"legend_pairs": []},
-            6: {"data series": [{"name": "Rate", "data": [{"x": "1", "y": "2.5"},
-                                                          {"x": "2", "y": "3.0"}]}],
-                "visual elements": {"bars": [], "boxplots": [], "scatter points": [],
-                                    "lines": [[{"x": 40, "y": 100}, {"x": 240, "y": 60}]]}},
+            6: {
+                "data series": [
+                    {"name": "Rate", "data": [{"x": "1", "y": "2.5"}, {"x": "2", "y": "3.0"}]}
+                ],
+                "visual elements": {
+                    "bars": [],
+                    "boxplots": [],
+                    "scatter points": [],
+                    "lines": [[{"x": 40, "y": 100}, {"x": 240, "y": 60}]],
+                },
+            },
         }
-    )  # fmt: skip
+    )
 
 
 def scatter() -> dict:
@@ -120,12 +150,19 @@ def scatter() -> dict:
             3: {"text_roles": []},
             4: {"_plot_bb": bb(40, 20, 200, 100), "axes": {"x-axis": [], "y-axis": []}},
             5: {"legend_pairs": []},
-            6: {"data series": [{"name": "", "data": [{"x": "0.5", "y": 1.25},
-                                                      {"x": "1.5", "y": 2.0}]}],
-                "visual elements": {"bars": [], "boxplots": [], "lines": [],
-                                    "scatter points": [{"x": 50, "y": 90}, {"x": 150, "y": 40}]}},
+            6: {
+                "data series": [
+                    {"name": "", "data": [{"x": "0.5", "y": 1.25}, {"x": "1.5", "y": 2.0}]}
+                ],
+                "visual elements": {
+                    "bars": [],
+                    "boxplots": [],
+                    "lines": [],
+                    "scatter points": [{"x": 50, "y": 90}, {"x": 150, "y": 40}],
+                },
+            },
         }
-    )  # fmt: skip
+    )
 
 
 def poly(x0, y0, x1, y1, x2, y2, x3, y3) -> dict:
@@ -140,24 +177,44 @@ def pmc_box() -> dict:
         {"id": 2, "polygon": poly(5, 50, 15, 50, 15, 60, 5, 60), "text": ""},
     ]
     stats = {"first_quartile": 2.0, "max": 6.0, "median": 3.0, "min": 1.0, "third_quartile": 4.5}
-    element = {s: {"_bb": bb(45.5, 60.0 + i, 20.0, 0.0), "x": 55.5, "y": 60.0 + i}
-               for i, s in enumerate(sorted(stats))}  # fmt: skip
+    element = {
+        s: {"_bb": bb(45.5, 60.0 + i, 20.0, 0.0), "x": 55.5, "y": 60.0 + i}
+        for i, s in enumerate(sorted(stats))
+    }
     outputs = {
         "task1": {"chart_type": "vertical box"},
         "task2": {"text_blocks": blocks},
-        "task3": {"text_roles": [{"id": 0, "role": "chart_title"},
-                                 {"id": 1, "role": "tick_label"},
-                                 {"id": 2, "role": "other"}]},
-        "task4": {"_plot_bb": bb(30, 25, 100, 80),
-                  "axes": {"x-axis": [{"id": 1, "tick_pt": {"x": 50, "y": 105}}], "y-axis": [],
-                           "x-axis-2": [], "y-axis-2": [], "_x-tick-type": "markers",
-                           "_y-tick-type": None, "_x2-tick-type": None, "_y2-tick-type": None}},
+        "task3": {
+            "text_roles": [
+                {"id": 0, "role": "chart_title"},
+                {"id": 1, "role": "tick_label"},
+                {"id": 2, "role": "other"},
+            ]
+        },
+        "task4": {
+            "_plot_bb": bb(30, 25, 100, 80),
+            "axes": {
+                "x-axis": [{"id": 1, "tick_pt": {"x": 50, "y": 105}}],
+                "y-axis": [],
+                "x-axis-2": [],
+                "y-axis-2": [],
+                "_x-tick-type": "markers",
+                "_y-tick-type": None,
+                "_x2-tick-type": None,
+                "_y2-tick-type": None,
+            },
+        },
         "task5": {"legend_pairs": []},
-        "task6": {"data series": [{"name": "[unnamed data series #0]",
-                                   "data": [{"x": "WT", **stats}]}],
-                  "visual elements": {"bars": [], "boxplots": [element], "lines": [],
-                                      "scatter points": []}},
-    }  # fmt: skip
+        "task6": {
+            "data series": [{"name": "[unnamed data series #0]", "data": [{"x": "WT", **stats}]}],
+            "visual elements": {
+                "bars": [],
+                "boxplots": [element],
+                "lines": [],
+                "scatter points": [],
+            },
+        },
+    }
     return {k: {"input": {}, "name": NAMES[int(k[-1])], "output": v} for k, v in outputs.items()}
 
 
@@ -174,12 +231,21 @@ def pmc_bar() -> dict:
         "task3": {"text_roles": [{"id": 0, "role": "tick_label"}]},
         "task4": {"_plot_bb": bb(5, 5, 50, 50), "axes": {"x-axis": [], "y-axis": []}},
         "task5": {"legend_pairs": []},
-        "task6": {"data series": [{"name": "[unnamed data series #0]",
-                                   "data": [{"x": "A", "y": "12.5"}, {"x": "B", "y": "n/a"},
-                                            {"x": "C", "y": 7.0}]}],
-                  "visual elements": {"bars": [bb(10.5, 20.0, 8.0, 35.0)], "boxplots": [],
-                                      "lines": [], "scatter points": []}},
-    }  # fmt: skip
+        "task6": {
+            "data series": [
+                {
+                    "name": "[unnamed data series #0]",
+                    "data": [{"x": "A", "y": "12.5"}, {"x": "B", "y": "n/a"}, {"x": "C", "y": 7.0}],
+                }
+            ],
+            "visual elements": {
+                "bars": [bb(10.5, 20.0, 8.0, 35.0)],
+                "boxplots": [],
+                "lines": [],
+                "scatter points": [],
+            },
+        },
+    }
     return {k: {"input": {}, "name": NAMES[int(k[-1])], "output": v} for k, v in outputs.items()}
 
 
@@ -206,17 +272,19 @@ def main() -> None:
         shutil.rmtree(HERE / old, ignore_errors=True)
     synth = HERE / "synthetic_2019"
     for seed, (stem, make) in enumerate(
-        [("344", grouped_bar), ("686", pie), ("21987", vertical_box), ("7", line),
-         ("8", scatter)]
-    ):  # fmt: skip
+        [("344", grouped_bar), ("686", pie), ("21987", vertical_box), ("7", line), ("8", scatter)]
+    ):
         write(synth / "json_gt" / f"{stem}.json", make())
         image(synth / "png" / f"{stem}.png", seed, "PNG")
     pmc = HERE / "pmc_2020"
     for seed, (cls, stem, make) in enumerate(
-        [("vertical_box", "PMC1087844___1471-2350-6-15-1", pmc_box),
-         ("area", "PMC2___b-2_panel_1", pmc_area), ("vertical_bar", "PMC3___c-3", pmc_bar),
-         ("line", "PMC5___e-5", pmc_line_test_mode)]
-    ):  # fmt: skip
+        [
+            ("vertical_box", "PMC1087844___1471-2350-6-15-1", pmc_box),
+            ("area", "PMC2___b-2_panel_1", pmc_area),
+            ("vertical_bar", "PMC3___c-3", pmc_bar),
+            ("line", "PMC5___e-5", pmc_line_test_mode),
+        ]
+    ):
         write(pmc / "annotations_JSON" / cls / f"{stem}.json", make())
         image(pmc / "images" / cls / f"{stem}.jpg", 10 + seed, "JPEG")
 

@@ -20,9 +20,18 @@ from PIL import Image
 
 HERE = Path(__file__).resolve().parent
 PEW_HEADER = [
-    "id", "old_id", "title", "imgPath", "caption", "URL", "dataPath", "chartType",
-    "complexity", "topic", "bboxesPath",
-]  # fmt: skip
+    "id",
+    "old_id",
+    "title",
+    "imgPath",
+    "caption",
+    "URL",
+    "dataPath",
+    "chartType",
+    "complexity",
+    "topic",
+    "bboxesPath",
+]
 
 
 def _image(path: Path, seed: int, mode: str = "RGB") -> None:
@@ -56,14 +65,23 @@ def _split_files(folder: Path, splits: dict[str, list[str]]) -> None:
 def write_statista(root: Path) -> None:
     base = root / "statista_dataset" / "dataset"
     tables = {
-        (base, 1): [["Quarter", "Number of users in millions"], ["Q3 '20", "2740"],
-                    ["Q2 '20", "2701"]],
-        (base, 2): [["Characteristic", "Share of respondents"], ["Yes, definitely", "45%"],
-                    ["No", "55%"]],
+        (base, 1): [
+            ["Quarter", "Number of users in millions"],
+            ["Q3 '20", "2740"],
+            ["Q2 '20", "2701"],
+        ],
+        (base, 2): [
+            ["Characteristic", "Share of respondents"],
+            ["Yes, definitely", "45%"],
+            ["No", "55%"],
+        ],
         (base, 3): [["Year", "Revenue in billion U.S. dollars"], ["2019", "1.5"], ["2020", "2"]],
-        (base / "multiColumn", 1): [["Year", "White", "Black or African American"],
-                                    ["2019", "250.52", "44.08"], ["2018", "", "40.1"]],
-    }  # fmt: skip
+        (base / "multiColumn", 1): [
+            ["Year", "White", "Black or African American"],
+            ["2019", "250.52", "44.08"],
+            ["2018", "", "40.1"],
+        ],
+    }
     titles = {
         (base, 1): "Number of monthly active Facebook users worldwide as of 3rd quarter 2020 "
         "( in millions )",
@@ -89,31 +107,87 @@ def write_statista(root: Path) -> None:
     _text(base / "sta.txt", "Total charts: 3\n")
     _split_files(
         base / "dataset_split",
-        {"train": ["two_col-1.txt", "multi_col-1.txt"], "val": ["two_col-2.txt"],
-         "test": ["two_col-3.txt"]},
-    )  # fmt: skip
+        {
+            "train": ["two_col-1.txt", "multi_col-1.txt"],
+            "val": ["two_col-2.txt"],
+            "test": ["two_col-3.txt"],
+        },
+    )
 
 
 def write_pew(root: Path) -> None:
     base = root / "pew_dataset" / "dataset"
     url = "https://www.pewresearch.org/"
     simple = [
-        ["1", "two_col-7", "Foreign-born population in the United States, 1850-2018",
-         "imgs/1.png", "The foreign-born population reached a record 44.8 million in 2018.\n\n"
-         "It has more than quadrupled since 1965.", url + "a", "data/1.txt", "line", "simple",
-         "Hispanic Trends", "bboxes/1.json"],
-        ["2", "two_col-1440", "Most say the \u201cnew normal\u201d is here", "imgs/2.png",
-         "About six-in-ten say so.", url + "b", "data/2.txt", "bar", "simple", "Politics",
-         "bboxes/2.json"],
-        ["3", "no_data-24687", "A chart without data", "imgs/3.png", "Not in any split.",
-         url + "c", "data/3.txt", "pie", "simple", "Science", "bboxes/3.json"],
-        ["4", "two_col-9", "Share who use social media", "imgs/4.png", "72% use social media.",
-         url + "d", "data/4.txt", "bar", "simple", "Internet", "bboxes/4.json"],
-    ]  # fmt: skip
+        [
+            "1",
+            "two_col-7",
+            "Foreign-born population in the United States, 1850-2018",
+            "imgs/1.png",
+            "The foreign-born population reached a record 44.8 million in 2018.\n\n"
+            "It has more than quadrupled since 1965.",
+            url + "a",
+            "data/1.txt",
+            "line",
+            "simple",
+            "Hispanic Trends",
+            "bboxes/1.json",
+        ],
+        [
+            "2",
+            "two_col-1440",
+            "Most say the \u201cnew normal\u201d is here",
+            "imgs/2.png",
+            "About six-in-ten say so.",
+            url + "b",
+            "data/2.txt",
+            "bar",
+            "simple",
+            "Politics",
+            "bboxes/2.json",
+        ],
+        [
+            "3",
+            "no_data-24687",
+            "A chart without data",
+            "imgs/3.png",
+            "Not in any split.",
+            url + "c",
+            "data/3.txt",
+            "pie",
+            "simple",
+            "Science",
+            "bboxes/3.json",
+        ],
+        [
+            "4",
+            "two_col-9",
+            "Share who use social media",
+            "imgs/4.png",
+            "72% use social media.",
+            url + "d",
+            "data/4.txt",
+            "bar",
+            "simple",
+            "Internet",
+            "bboxes/4.json",
+        ],
+    ]
     multi = [
-        ["1", "multi_col-3246", "Views by party", "imgs/1.png", "Republicans and Democrats "
-         "differ.", url + "e", "data/1.txt", "bar", "complex", "Politics", "bboxes/1.json"],
-    ]  # fmt: skip
+        [
+            "1",
+            "multi_col-3246",
+            "Views by party",
+            "imgs/1.png",
+            "Republicans and Democrats differ.",
+            url + "e",
+            "data/1.txt",
+            "bar",
+            "complex",
+            "Politics",
+            "bboxes/1.json",
+        ],
+    ]
     _csv(base / "metadata.csv", [PEW_HEADER, *simple])
     _csv(base / "multiColumn" / "metadata.csv", [PEW_HEADER, *multi])
     for seed, (folder, row) in enumerate(
@@ -133,9 +207,12 @@ def write_pew(root: Path) -> None:
     _text(base / "bboxes" / "1.json", json.dumps(boxes))  # chart 2 and 4 have no boxes file
     _split_files(
         base / "dataset_split",
-        {"train": ["two_col-7.txt", "multi_col-3246.txt"], "val": ["two_col-1440.txt"],
-         "test": ["two_col-9.txt"]},
-    )  # fmt: skip
+        {
+            "train": ["two_col-7.txt", "multi_col-3246.txt"],
+            "val": ["two_col-1440.txt"],
+            "test": ["two_col-9.txt"],
+        },
+    )
 
 
 def main() -> None:
