@@ -14,13 +14,13 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	$(PY) -m tools.nltk_data  # WordNet + punkt for METEOR, offline (metrics reference §6)
+	$(PY) -m chartjax.tools.nltk_data  # WordNet + punkt for METEOR, offline (metrics reference §6)
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m tools.demo --out demo_out
+	$(PY) -m chartjax.tools.demo --out demo_out
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -30,12 +30,12 @@ test: $(STAMP)
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
-	$(PY) -m tools.bench_input --with-step
-	$(PY) -m tools.bench_train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
-	$(PY) -m tools.bench_step --model pix2struct --compare-hf
-	$(PY) -m tools.bench_synth --figures 100
-	$(PY) -m tools.bench_synth_chart_info --num 100
-	$(PY) -m tools.bench_learning --out bench_learning_out --rerun
+	$(PY) -m chartjax.tools.bench_input --with-step
+	$(PY) -m chartjax.tools.bench_train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
+	$(PY) -m chartjax.tools.bench_step --model pix2struct --compare-hf
+	$(PY) -m chartjax.tools.bench_synth --figures 100
+	$(PY) -m chartjax.tools.bench_synth_chart_info --num 100
+	$(PY) -m chartjax.tools.bench_learning --out bench_learning_out --rerun
 
 clean:
 	rm -rf $(VENV) demo_out .pytest_cache

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import logging
 import os
 
 import gin
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GIN_DIR = os.path.join(REPO_ROOT, "gin_configs")
+# The gin files ship inside the package (chartjax.gin_configs; the checkout's gin_configs/).
+GIN_DIR = str(importlib.resources.files("chartjax.gin_configs"))
+GIN_PREFIX = "gin_configs/"  # recipes and docs name files as the checkout lays them out
 
 
 def parse_flags(argv=None, *, description: str = "", extra=None) -> argparse.Namespace:
@@ -41,18 +43,19 @@ def parse_gin(files, bindings=()) -> None:
     logging.getLogger().addFilter(_QuietGinResourceLookups())
 
     gin.add_config_file_search_path(GIN_DIR)
-    gin.add_config_file_search_path(REPO_ROOT)
-    resolved = []
-    for f in files:
-        if os.path.exists(f):
-            resolved.append(f)
-        elif os.path.exists(os.path.join(GIN_DIR, f)):
-            resolved.append(os.path.join(GIN_DIR, f))
-        elif os.path.exists(os.path.join(REPO_ROOT, f)):
-            resolved.append(os.path.join(REPO_ROOT, f))
-        else:
-            raise FileNotFoundError(f"gin file {f!r} not found (also looked in {GIN_DIR})")
+    resolved = [find_gin_file(f) for f in files]
     gin.parse_config_files_and_bindings(resolved, list(bindings), finalize_config=False)
+
+
+def find_gin_file(name: str) -> str:
+    """A `--gin_file` value -> a path: as given (relative to the working directory), else inside
+    the installed gin_configs (with or without the `gin_configs/` prefix)."""
+    if os.path.exists(name):
+        return name
+    inner = name.removeprefix(GIN_PREFIX)
+    if os.path.exists(os.path.join(GIN_DIR, inner)):
+        return os.path.join(GIN_DIR, inner)
+    raise FileNotFoundError(f"gin file {name!r} not found (also looked in {GIN_DIR})")
 
 
 def save_config(workdir: str, text: str, name: str = "config.gin") -> None:

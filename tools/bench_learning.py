@@ -2,7 +2,7 @@
 CHART-Info charts, improves RMS F1 (and RNSS) on held-out generated charts over step 0 and over
 the best constant predictions.
 
-    python -m tools.bench_learning --out runs/bench_learning
+    python -m chartjax.tools.bench_learning --out runs/bench_learning
 
 What it runs (all chartjax parts, nothing benchmark-specific in the model or the loop):
 1. `chartjax-synth chart_info` writes the training and the held-out charts (different seeds;
@@ -231,7 +231,7 @@ def make_corpus(
 
 def train_vocab(raw: str, out_prefix: str, vocab_size: int) -> str:
     from chartjax.tasks import deplot
-    from tools import train_vocab as tv
+    from chartjax.tools import train_vocab as tv
 
     texts = [deplot.PROMPT]
     for path in sorted(glob.glob(os.path.join(raw, "tables", "*.txt"))):

@@ -1,12 +1,12 @@
 """Benchmark of chartjax-score on generated inputs; prints one JSON object.
 
-    python -m tools.bench_score [--examples 10000] [--images 1000]
+    python -m chartjax.tools.bench_score [--examples 10000] [--images 1000]
 
 - chart_to_text: ``--examples`` generated summaries (BLEU, ROUGE, METEOR, CIDEr, CS and the
   per-split/type/complexity breakdowns); goal < 60 s on 2 cores.
 - chart_info_task2 and chart_info_task6b (and 6a): ``--images`` generated per-image JSON pairs;
   goal < 30 s.
-Each run is a fresh ``python -m tools.score`` process, so start-up time is included.
+Each run is a fresh ``python -m chartjax.tools.score`` process, so start-up time is included.
 """
 
 from __future__ import annotations
@@ -107,11 +107,14 @@ def write_chart_info(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
 def timed_score(args: list[str]) -> dict:
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "tools.score", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "chartjax.tools.score", *args],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     wall = time.perf_counter() - start
     if result.returncode != 0:
-        raise SystemExit(f"tools.score failed: {result.stderr}")
+        raise SystemExit(f"chartjax.tools.score failed: {result.stderr}")
     return {"wall_s": round(wall, 2), "metrics": json.loads(result.stdout)}
 
 

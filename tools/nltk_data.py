@@ -1,6 +1,6 @@
 """Builds the NLTK data that METEOR and sentence splitting need, offline (metrics reference §6.2, §6.3).
 
-    python -m tools.nltk_data [--target DIR]
+    python -m chartjax.tools.nltk_data [--target DIR]
 
 Default target: ``<venv>/share/nltk_data``, a folder NLTK searches by itself (no NLTK_DATA needed).
 Idempotent: parts already in place are left alone.

@@ -1,4 +1,4 @@
-"""Plot training curves of one or more runs: python -m tools.plot_run --out c.png rn=runs/rn."""
+"""Plot training curves of one or more runs: python -m chartjax.tools.plot_run --out c.png rn=runs/rn."""
 
 import argparse
 

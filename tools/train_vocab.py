@@ -1,7 +1,7 @@
 """Train a SentencePiece vocabulary for from-scratch models (T5 conventions).
 
-    python -m tools.train_vocab --input corpus.txt [more.txt ...] --out vocab --vocab_size 32000
-    python -m tools.train_vocab --input data.jsonl --field caption --field table --out vocab
+    python -m chartjax.tools.train_vocab --input corpus.txt [more.txt ...] --out vocab --vocab_size 32000
+    python -m chartjax.tools.train_vocab --input data.jsonl --field caption --field table --out vocab
 
 Writes `<out>.model` and `<out>.vocab`. Ids: pad 0, EOS 1, UNK 2, no BOS; byte fallback on, so
 any byte (newline included, as `<0x0A>`) is encodable. Multi-line texts are split into lines

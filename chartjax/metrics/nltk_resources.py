@@ -1,4 +1,4 @@
-"""Checks for the NLTK data the text metrics need (built offline by ``python -m tools.nltk_data``)."""
+"""Checks for the NLTK data the text metrics need (built offline by ``python -m chartjax.tools.nltk_data``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def ensure_nltk_data(*names: str) -> None:
         except LookupError as err:
             raise NltkDataMissing(
                 f"NLTK resource {name!r} not found (searched {nltk.data.path}); "
-                "build it offline with `python -m tools.nltk_data`"
+                "build it offline with `python -m chartjax.tools.nltk_data`"
             ) from err
 
 

@@ -6,7 +6,7 @@ CIDEr is in ``cider.py``, content selection in ``content_selection.py``, the mod
 (BERTScore, BLEURT, perplexity) in ``text_models.py``; all are re-exported here.
 
 NLTK data (WordNet for METEOR, punkt_tab for tokenization and sentence splitting) is looked up
-in NLTK's usual folders; ``python -m tools.nltk_data`` builds it offline.
+in NLTK's usual folders; ``python -m chartjax.tools.nltk_data`` builds it offline.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from chartjax.data import vocab as vocab_lib
-from tools import train_vocab
+from chartjax.tools import train_vocab
 
 WORDS = [
     "chart",

@@ -60,7 +60,7 @@ def work(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def vocab_file(work) -> str:
-    from tools import train_vocab
+    from chartjax.tools import train_vocab
 
     return train_vocab.train(
         _VOCAB_TEXT * 8, str(work / "spm"), vocab_size=VOCAB_SIZE, hard_vocab_limit=False

@@ -9,7 +9,7 @@ from flax import nnx
 from chartjax.interop import t5x
 from chartjax.models import pix2struct as p2s_lib
 from chartjax.models.tiny import tiny_pix2struct
-from tools import convert_checkpoint
+from chartjax.tools import convert_checkpoint
 
 
 def _flat(model):

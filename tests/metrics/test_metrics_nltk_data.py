@@ -2,7 +2,7 @@
 
 import zipfile
 
-from tools import nltk_data
+from chartjax.tools import nltk_data
 
 
 def test_lexnames_table_matches_wordnet_layout():
@@ -34,7 +34,7 @@ def test_punkt_literals_from_wheel(tmp_path):
 
 
 def test_installed_data_is_found_by_nltk():
-    # `make test` runs `python -m tools.nltk_data` first; both resources must then resolve.
+    # `make test` runs `python -m chartjax.tools.nltk_data` first; both resources must then resolve.
     from chartjax.metrics.nltk_resources import ensure_nltk_data
 
     ensure_nltk_data("wordnet", "punkt_tab")

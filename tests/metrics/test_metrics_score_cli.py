@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from chartjax.metrics import report
-from tools import score
+from chartjax.tools import score
 
 
 def _jsonl(path, rows):
@@ -260,7 +260,7 @@ def test_metrics_package_imports_neither_jax_nor_tensorflow():
         "import importlib, pkgutil, sys, chartjax.metrics as m\n"
         "names = [i.name for i in pkgutil.iter_modules(m.__path__)]\n"
         "for n in names: importlib.import_module('chartjax.metrics.' + n)\n"
-        "import tools.score\n"
+        "import chartjax.tools.score\n"
         "bad = [k for k in ('jax', 'tensorflow', 'flax', 'tensorflow_datasets') if k in sys.modules]\n"
         "assert len(names) >= 12, names\n"
         "assert not bad, bad\n"

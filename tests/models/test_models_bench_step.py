@@ -12,7 +12,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 CODE = """
 import sys
-from tools import bench_step
+from chartjax.tools import bench_step
 import chartjax.models.decoding, chartjax.models.flops, chartjax.models.losses  # noqa
 import chartjax.models.pix2struct, chartjax.models.t5, optax  # noqa
 a = bench_step._args(["--model", "pix2struct", "--hidden", "32", "--heads", "4", "--patches",
@@ -41,7 +41,7 @@ def test_bench_step_imports_no_tensorflow_or_gin():
 
 
 def test_patch_worker_times_every_chart_image():
-    from tools import bench_step
+    from chartjax.tools import bench_step
 
     keys = list(bench_step.PATCH_IMAGES)
     imgs = {key: np.full((30 + i, 40, 3), 200, np.uint8) for i, key in enumerate(keys)}

@@ -343,7 +343,7 @@ def test_deterministic_whatever_the_worker_count(tmp_path):
 
 
 def test_cli_subcommand(tmp_path):
-    from tools.synth import main
+    from chartjax.tools.synth import main
 
     out = tmp_path / "cli"
     rc = main(
@@ -424,7 +424,7 @@ def test_max_topics_draws_from_the_first_topics_only():
 
 
 def test_size_and_max_categories_through_the_cli(tmp_path):
-    from tools.synth import main
+    from chartjax.tools.synth import main
 
     out = tmp_path / "small"
     argv = [

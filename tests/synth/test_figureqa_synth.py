@@ -18,7 +18,7 @@ from PIL import Image
 from chartjax.synth.figureqa import generate
 from chartjax.synth.figureqa_data import color_set, load_colors, scheme_set
 from chartjax.synth.figureqa_questions import TEMPLATES
-from tools.synth import main as synth_main
+from chartjax.tools.synth import main as synth_main
 
 SEED = 7
 SIZES = {"train_images": 10, "val_images": 3, "test_images": 3}

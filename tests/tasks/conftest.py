@@ -43,7 +43,7 @@ def _compilation_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def vocab_file(tmp_path_factory) -> str:
-    from tools import train_vocab
+    from chartjax.tools import train_vocab
 
     d = tmp_path_factory.mktemp("vocab")
     return train_vocab.train(
