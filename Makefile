@@ -30,12 +30,12 @@ test: $(STAMP)
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
-	$(PY) -m chartjax.tools.bench_input --with-step
-	$(PY) -m chartjax.tools.bench_train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
-	$(PY) -m chartjax.tools.bench_step --model pix2struct --compare-hf
-	$(PY) -m chartjax.tools.bench_synth --figures 100
-	$(PY) -m chartjax.tools.bench_synth_chart_info --num 100
-	$(PY) -m chartjax.tools.bench_learning --out bench_learning_out --rerun
+	$(PY) -m chartjax.tools.bench.input --with-step
+	$(PY) -m chartjax.tools.bench.train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
+	$(PY) -m chartjax.tools.bench.step --model pix2struct --compare-hf
+	$(PY) -m chartjax.tools.bench.synth --figures 100
+	$(PY) -m chartjax.tools.bench.synth_chart_info --num 100
+	$(PY) -m chartjax.tools.bench.learning --out bench_learning_out --rerun
 
 clean:
 	rm -rf $(VENV) demo_out .pytest_cache

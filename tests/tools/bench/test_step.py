@@ -1,4 +1,4 @@
-"""tools/bench_step.py must import neither TensorFlow nor gin (it runs on the lent GPU machine,
+"""tools/bench/step.py must import neither TensorFlow nor gin (it runs on the lent GPU machine,
 which has neither): checked in a fresh interpreter, with the config and synthetic batch built.
 Its patch-extraction worker (a child process, TF allowed) reports every timed chart image."""
 
@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 CODE = """
 import sys
-from chartjax.tools import bench_step
+from chartjax.tools.bench import step as bench_step
 import chartjax.models.decoding, chartjax.models.flops, chartjax.models.losses  # noqa
 import chartjax.models.pix2struct, chartjax.models.t5, optax  # noqa
 a = bench_step._args(["--model", "pix2struct", "--hidden", "32", "--heads", "4", "--patches",
@@ -41,7 +41,7 @@ def test_bench_step_imports_no_tensorflow_or_gin():
 
 
 def test_patch_worker_times_every_chart_image():
-    from chartjax.tools import bench_step
+    from chartjax.tools.bench import step as bench_step
 
     keys = list(bench_step.PATCH_IMAGES)
     imgs = {key: np.full((30 + i, 40, 3), 200, np.uint8) for i, key in enumerate(keys)}

@@ -1,6 +1,6 @@
 """Throughput of the FigureQA-style generator: figures/s with 1 and 2 worker processes.
 
-    python -m chartjax.tools.bench_synth [--figures 100] [--workers 1 2]
+    python -m chartjax.tools.bench.synth [--figures 100] [--workers 1 2]
 
 Prints one JSON object: figures/s (wall clock, whole split incl. JSON writing and balancing),
 figures/s per core (= with 1 worker), the scaling efficiency of the larger worker counts, CPU

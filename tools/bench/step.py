@@ -1,6 +1,6 @@
 """Benchmark one model's training step, greedy decoding and patch extraction (JSON on stdout).
 
-    python -m chartjax.tools.bench_step --model pix2struct --hidden 256 --layers 4 --heads 4 --mlp 1024 \
+    python -m chartjax.tools.bench.step --model pix2struct --hidden 256 --layers 4 --heads 4 --mlp 1024 \
         --vocab 1024 --patches 512 --targets 64 --batch 8 [--compare-hf]
 
 Synthetic inputs only. This process imports neither TensorFlow nor gin, so it runs on machines
@@ -193,7 +193,7 @@ def bench_patches(a, imgs: dict[str, np.ndarray]) -> dict:
         cmd = [
             sys.executable,
             "-m",
-            "chartjax.tools.bench_step",
+            "chartjax.tools.bench.step",
             "--patch-worker",
             path,
             "--patch-images",

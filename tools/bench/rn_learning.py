@@ -1,6 +1,6 @@
 """How fast does the FigureQA Relation Network leave chance? A learning-curve probe (JSON).
 
-    python -m chartjax.tools.bench_rn_learning --data_dir demo_out/tfds --steps 2000 \
+    python -m chartjax.tools.bench.rn_learning --data_dir demo_out/tfds --steps 2000 \
         [--types vbar_categorical,pie] [--templates 0,1] [--limit 256] [--out rn.json]
 
 `make demo` trains the RN for a few hundred CPU steps, and it stays at 50%. This probe asks
@@ -30,7 +30,7 @@ EVAL_BATCH = 256
 
 def load_split(task, split: str, types, templates, limit: int) -> dict[str, np.ndarray]:
     """The split's questions after the task's eval preprocessing, filtered, padding dropped."""
-    from chartjax.tools.bench_learning import featurize_all
+    from chartjax.tools.bench.learning import featurize_all
 
     d = featurize_all(task, split, EVAL_BATCH)
     d = {k: d[k] for k in (*INPUTS, "label", "figure_type", "question_id")}

@@ -2,7 +2,7 @@
 CHART-Info charts, improves RMS F1 (and RNSS) on held-out generated charts over step 0 and over
 the best constant predictions.
 
-    python -m chartjax.tools.bench_learning --out runs/bench_learning
+    python -m chartjax.tools.bench.learning --out runs/bench_learning
 
 What it runs (all chartjax parts, nothing benchmark-specific in the model or the loop):
 1. `chartjax-synth chart_info` writes the training and the held-out charts (different seeds;

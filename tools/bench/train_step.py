@@ -1,9 +1,9 @@
 """Train-step throughput of the FigureQA baselines on synthetic inputs (JSON output).
 
-    python -m chartjax.tools.bench_train_step --kind rn --image-size 256 --conv-layers 5 --batch 32
+    python -m chartjax.tools.bench.train_step --kind rn --image-size 256 --conv-layers 5 --batch 32
 
 Times the jitted sharded step of chartjax.train (the one the loop runs) over all local
-devices, excluding compilation; no TFDS, no input pipeline (see tools/bench_input.py for that).
+devices, excluding compilation; no TFDS, no input pipeline (see tools/bench/input.py for that).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark loading a Pix2Struct-base-shaped T5X checkpoint (random weights; JSON on stdout).
 
-    python -m chartjax.tools.bench_t5x_load --dir /tmp/p2s_base/checkpoint_0 [--dtype float32] [--keep]
+    python -m chartjax.tools.bench.t5x_load --dir /tmp/p2s_base/checkpoint_0 [--dtype float32] [--keep]
 
 Writes the checkpoint (zarr arrays written one at a time from random numbers, t5x's 64 MiB
 chunks, gzip) unless `--dir` already holds one, then loads it with `chartjax.interop.t5x.load`
@@ -135,7 +135,7 @@ def main(argv=None) -> None:
     if written:
         out.update(write(a.dir, a.dtype))
     res = subprocess.run(
-        [sys.executable, "-m", "chartjax.tools.bench_t5x_load", "--child", "--dir", a.dir],
+        [sys.executable, "-m", "chartjax.tools.bench.t5x_load", "--child", "--dir", a.dir],
         capture_output=True,
         text=True,
         check=False,

@@ -1,6 +1,6 @@
 """Benchmark of chartjax-score on generated inputs; prints one JSON object.
 
-    python -m chartjax.tools.bench_score [--examples 10000] [--images 1000]
+    python -m chartjax.tools.bench.score [--examples 10000] [--images 1000]
 
 - chart_to_text: ``--examples`` generated summaries (BLEU, ROUGE, METEOR, CIDEr, CS and the
   per-split/type/complexity breakdowns); goal < 60 s on 2 cores.

@@ -1,6 +1,6 @@
 """Build throughput of the figureqa and chart_info TFDS builders, with and without Beam (JSON).
 
-    python -m chartjax.tools.bench_build --charts 2000 [--builders figureqa chart_info]
+    python -m chartjax.tools.bench.build --charts 2000 [--builders figureqa chart_info]
         [--modes plain beam1 beam2] [--figureqa-dir DIR] [--chart-info-dir DIR] [--out FILE]
 
 Without `--figureqa-dir` / `--chart-info-dir` a corpus of `--charts` charts is generated into a

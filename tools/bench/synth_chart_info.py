@@ -1,6 +1,6 @@
 """Throughput of the CHART-Info-style generator (goal: >= 10 charts/s/core). Prints JSON.
 
-    python -m chartjax.tools.bench_synth_chart_info [--num 200] [--workers 1 2] [--seed 0]
+    python -m chartjax.tools.bench.synth_chart_info [--num 200] [--workers 1 2] [--seed 0]
 
 For each worker count it writes `--num` charts (all ten types, the real writer: PNG + JSON +
 table) to a temporary folder and reports wall-clock charts/s, charts/s per worker, and CPU

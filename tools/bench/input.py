@@ -1,7 +1,7 @@
 """Input-pipeline throughput of a task's training batches (JSON output).
 
-    python -m chartjax.tools.bench_input --data_dir demo_out/tfds --image-size 64 --batch 32
-    python -m chartjax.tools.bench_input --image-size 64 --with-step   # also times the RN step
+    python -m chartjax.tools.bench.input --data_dir demo_out/tfds --image-size 64 --batch 32
+    python -m chartjax.tools.bench.input --image-size 64 --with-step   # also times the RN step
 
 Without --data_dir a small FigureQA-style corpus is generated and built into a temp folder.
 The loader must deliver at least 2x what the train step consumes (MaxText's methodology:
@@ -40,7 +40,7 @@ def main(argv=None):
     p.add_argument("--batches", type=int, default=60)
     p.add_argument("--images", type=int, default=200, help="corpus size when generating")
     p.add_argument(
-        "--with-step", action="store_true", help="also run chartjax.tools.bench_train_step"
+        "--with-step", action="store_true", help="also run chartjax.tools.bench.train_step"
     )
     args = p.parse_args(argv)
     from chartjax import host_memory
@@ -74,7 +74,7 @@ def main(argv=None):
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
     if args.with_step:
-        from chartjax.tools import bench_train_step
+        from chartjax.tools.bench import train_step as bench_train_step
 
         step = bench_train_step.main(
             [
