@@ -1,0 +1,180 @@
+"""chartjax.run_log.RunLog: train_metrics.jsonl, TensorBoard scalars, log lines, progress bar.
+
+The progress-bar tests check that the calls train.py makes in that mode run and leave the
+files right; they assert nothing about time.
+"""
+
+import glob
+import json
+import logging
+import os
+import struct
+
+import pytest
+from tensorboardX.proto import event_pb2
+
+from chartjax import run_log
+from chartjax.run_log import RunLog
+
+ROWS = [
+    {"loss": 2.5, "learning_rate": 0.001, "step": 1, "elapsed_s": 0.5},
+    {"loss": 1.25, "learning_rate": 0.002, "examples_per_s": 64.0, "step": 2, "elapsed_s": 1.0},
+]
+
+
+@pytest.fixture
+def records():
+    """Log records of the `chartjax` logger (it does not propagate to pytest's root handler).
+
+    With a handler present RunLog adds no stderr handler of its own, so none is bound to a
+    `capsys` stream that is closed after the test.
+    """
+    got = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            got.append(record)
+
+    handler = Keep(logging.INFO)
+    run_log.logger.addHandler(handler)
+    level = run_log.logger.level
+    run_log.logger.setLevel(logging.INFO)
+    try:
+        yield got
+    finally:
+        run_log.logger.removeHandler(handler)
+        run_log.logger.setLevel(level)
+
+
+def _jsonl(workdir):
+    with open(os.path.join(workdir, "train_metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _tb_scalars(workdir):
+    """{tag: [(step, value)]} read from the TFRecord event files under tensorboard/."""
+    out = {}
+    for path in glob.glob(os.path.join(workdir, "tensorboard", "events.out.tfevents.*")):
+        with open(path, "rb") as f:
+            data = f.read()
+        i = 0
+        while i < len(data):
+            (n,) = struct.unpack("<Q", data[i : i + 8])
+            event = event_pb2.Event.FromString(data[i + 12 : i + 12 + n])
+            i += 12 + n + 4  # length, length CRC, payload, payload CRC
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append((event.step, v.simple_value))
+    return out
+
+
+def test_metrics_write_one_json_object_per_logged_step(tmp_path):
+    log = RunLog(str(tmp_path))
+    for m in ROWS:
+        log.metrics(dict(m))
+    log.close()
+    rows = _jsonl(str(tmp_path))
+    assert rows == ROWS
+    assert [list(r) for r in rows] == [list(m) for m in ROWS]  # key order kept
+
+
+def test_a_resumed_run_appends_to_the_same_jsonl(tmp_path):
+    log = RunLog(str(tmp_path))
+    log.metrics(dict(ROWS[0]))
+    log.close()
+    log = RunLog(str(tmp_path))
+    log.metrics(dict(ROWS[1]))
+    log.close()
+    assert _jsonl(str(tmp_path)) == ROWS
+
+
+def test_tensorboard_scalars_are_every_metric_but_step(tmp_path):
+    log = RunLog(str(tmp_path))
+    for m in ROWS:
+        log.metrics(dict(m))
+    log.close()
+    assert glob.glob(str(tmp_path / "tensorboard" / "events.out.tfevents.*"))
+    scalars = _tb_scalars(str(tmp_path))
+    assert set(scalars) == {
+        "train/loss",
+        "train/learning_rate",
+        "train/elapsed_s",
+        "train/examples_per_s",
+    }
+    assert scalars["train/loss"] == [(1, 2.5), (2, 1.25)]
+    assert scalars["train/learning_rate"] == [(1, pytest.approx(0.001)), (2, pytest.approx(0.002))]
+    assert scalars["train/examples_per_s"] == [(2, 64.0)]
+
+
+def test_info_and_metrics_lines_go_to_the_chartjax_logger(tmp_path, records):
+    log = RunLog(str(tmp_path))
+    log.info("mesh {'data': 8, 'model': 1}")
+    log.metrics({"step": 3, "loss": 0.123456, "accuracy": 0.5})
+    log.close()
+    lines = [(r.levelno, r.getMessage()) for r in records]
+    assert (logging.INFO, "mesh {'data': 8, 'model': 1}") in lines
+    assert (logging.INFO, "step=3 loss=0.1235 accuracy=0.5") in lines
+
+
+def test_disabled_writes_no_files_but_still_logs(tmp_path, records):
+    log = RunLog(str(tmp_path), enabled=False)
+    log.info("process 1 here")
+    log.start_progress(0, 10, enabled=True)
+    log.start_budget()
+    log.advance()
+    log.metrics(dict(ROWS[0]))
+    log.close_progress()
+    log.close()
+    assert os.listdir(tmp_path) == []
+    msgs = [r.getMessage() for r in records]
+    assert "process 1 here" in msgs
+    assert not any("loss=" in m for m in msgs)  # metrics are process 0's
+
+
+def test_progress_bar_by_steps_routes_info_through_the_bar(tmp_path, capsys, records):
+    log = RunLog(str(tmp_path))
+    log.start_progress(5, 10, enabled=True)
+    log.start_budget()
+    for step in (6, 7):
+        log.advance()
+        log.metrics({**ROWS[0], "step": step})
+    log.info("eval validation @ 7: accuracy=0.5000")
+    log.close_progress()
+    log.close_progress()  # the final close in train.py may follow an earlier one
+    log.info("stopped at step 7: done")
+    log.close()
+    err = capsys.readouterr().err
+    assert "eval validation @ 7: accuracy=0.5000" in err  # written above the bar
+    assert "7/10" in err
+    msgs = [r.getMessage() for r in records]
+    assert "stopped at step 7: done" in msgs  # back on the logger once the bar is closed
+    assert not any("loss=" in m for m in msgs)  # with a bar the loss is its postfix
+    assert [r["step"] for r in _jsonl(str(tmp_path))] == [6, 7]
+
+
+def test_progress_bar_over_a_time_budget(tmp_path, capsys, records):
+    log = RunLog(str(tmp_path))
+    log.start_progress(0, 1000, enabled=True, budget_s=60.0)
+    log.advance()  # the compiling first step: before the budget starts
+    log.start_budget()
+    for _ in range(10):
+        log.advance()
+    log.metrics({**ROWS[0], "step": 11})
+    log.close_progress()
+    log.close()
+    err = capsys.readouterr().err
+    assert "train (budget 60s)" in err
+    assert "/60s" in err
+    assert "step=10" in err  # the step postfix is redrawn every 10 steps
+    assert [r["step"] for r in _jsonl(str(tmp_path))] == [11]
+
+
+def test_progress_disabled_keeps_log_lines_on_the_logger(tmp_path, capsys, records):
+    log = RunLog(str(tmp_path))
+    log.start_progress(0, 10, enabled=False)
+    log.advance()
+    log.metrics(dict(ROWS[0]))
+    log.close_progress()
+    log.close()
+    assert "train:" not in capsys.readouterr().err  # no bar drawn
+    assert any(r.getMessage().startswith("loss=2.5 ") for r in records)
+    assert _jsonl(str(tmp_path)) == ROWS[:1]
