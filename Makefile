@@ -35,6 +35,10 @@ bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.step --model pix2struct --compare-hf
 	$(PY) -m chartjax.tools.bench.synth --figures 100
 	$(PY) -m chartjax.tools.bench.synth_chart_info --num 100
+	$(PY) -m chartjax.tools.bench.score
+	$(PY) -m chartjax.tools.bench.build --charts 300
+	$(PY) -m chartjax.tools.bench.t5x_load
+	$(PY) -m chartjax.tools.bench.rn_learning --images 400 --steps 500 --eval_every 250
 	$(PY) -m chartjax.tools.bench.learning --out bench_learning_out --rerun
 
 clean:

@@ -3,11 +3,11 @@
 Why: a training step, a decoded batch or one image's patches allocate buffers of a few MB.
 glibc serves those with fresh `mmap` pages and unmaps them on free, so every step pays page
 faults and zero-filling again; its dynamic threshold does not stop this for buffers of many
-sizes. Measured on this project's 2-core CPU machine (tools/bench_step.py): patch extraction
+sizes. Measured on this project's 2-core CPU machine (tools/bench/step.py): patch extraction
 for an 800x600 chart 21 -> 10 ms (HF's image processor gains too, so the benchmark applies it to
 both sides); the Pix2Struct training step moved within run-to-run noise. The cost: the process
 keeps its peak heap (RSS) instead of shrinking after a peak. Entry points (chartjax-train /
--eval / -infer, the demo, bench_step / bench_input / bench_train_step) call it; importing
+-eval / -infer, the demo, bench/step, bench/input, bench/train_step) call it; importing
 chartjax alone changes nothing.
 """
 

@@ -15,7 +15,7 @@ Kernels have the same 2-D layout in both (`[in, out]`, heads-major joined axes):
 Memory: parameters are read (the next one prefetched), cast to float32 and stored one at a time into
 an abstract model, so a load never holds two full copies of the weights (inline msgpack arrays are
 the exception: the file's arrays are decoded together, then released one by one). Measured by
-`tools/bench_t5x_load.py`.
+`tools/bench/t5x_load.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Beam builds that keep every example: a lossless local data plane, and a count check.
 
 Apache Beam 2.77's FnApiRunner (what `runner=DirectRunner` falls back to offline, and what the
-tests and tools/bench_build.py name) loses data in its gRPC worker modes (`direct_running_mode`
+tests and tools/bench/build.py name) loses data in its gRPC worker modes (`direct_running_mode`
 `multi_processing` and `multi_threading`, any number of workers). The runner sends each stage's
 input to a worker through a `data_plane.TimeBasedBufferingClosableOutputStream`
 (`worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 1000`): its flusher thread runs `callback(get())`

@@ -29,20 +29,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import sys
 import tempfile
 import time
 
+from chartjax.tools.bench import harness
+
 MODES = ("plain", "beam1", "beam2")
 BUILDERS = ("figureqa", "chart_info")
-
-
-def _cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _load() -> float:
@@ -102,10 +97,10 @@ def build(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
 
         b = Builder(data_dir=data_dir, config="synthetic_2019")
     config = _download_config(manual_dir, mode)
-    load0, cpu0, t0 = _load(), _cpu(), time.perf_counter()
+    load0, cpu0, t0 = _load(), harness.cpu_seconds(), time.perf_counter()
     b.download_and_prepare(download_config=config)
     wall = time.perf_counter() - t0
-    cpu = _cpu() - cpu0
+    cpu = harness.cpu_seconds() - cpu0
     examples = sum(s.num_examples for s in b.info.splits.values())
     expected = _expected_examples(builder, manual_dir)
     if examples != expected:  # a rate over a build that lost examples would mean nothing
@@ -163,8 +158,9 @@ def main(argv=None) -> int:
     p.add_argument("--chart-info-dir", help="existing synthetic_2019 root (png/, json_gt/)")
     p.add_argument("--gen-workers", type=int, default=2, help="processes for generating")
     p.add_argument("--keep", help="generate corpora into this folder and keep them")
-    p.add_argument("--out", help="also write the JSON here")
+    harness.add_out_flag(p)
     args = p.parse_args(argv)
+    run = harness.Run("build", vars(args), ("tensorflow-datasets", "apache-beam", "array-record"))
 
     # Import TensorFlow (which tfds loads lazily, in its writer) and Beam before any timing:
     # on a loaded 2-core machine the import alone takes 10-20 s and would be charged to
@@ -175,12 +171,7 @@ def main(argv=None) -> int:
     tmp = tempfile.mkdtemp(prefix="chartjax_bench_build_")
     corpus_root = args.keep or os.path.join(tmp, "raw")
     given = {"figureqa": args.figureqa_dir, "chart_info": args.chart_info_dir}
-    result = {
-        "benchmark": "tfds_build",
-        "cpu_count": os.cpu_count(),
-        "generation": {},
-        "builds": [],
-    }
+    result = {"generation": {}, "builds": []}
     try:
         for builder in args.builders:
             manual_dir = given[builder]
@@ -188,20 +179,16 @@ def main(argv=None) -> int:
                 manual_dir = os.path.join(corpus_root, builder)
                 gen = generate(builder, manual_dir, args.charts, args.gen_workers)
                 result["generation"][builder] = gen
-                print(json.dumps({"generated": builder, **gen}), file=sys.stderr, flush=True)
+                harness.progress({"generated": builder, **gen})
             for mode in args.modes:
                 data_dir = os.path.join(tmp, f"tfds_{builder}_{mode}")
                 row = build(builder, manual_dir, data_dir, mode)
                 result["builds"].append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+                harness.progress(row)
                 shutil.rmtree(data_dir, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    harness.emit(run.report(result), args.out)
     return 0
 
 

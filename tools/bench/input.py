@@ -5,33 +5,21 @@
 
 Without --data_dir a small FigureQA-style corpus is generated and built into a temp folder.
 The loader must deliver at least 2x what the train step consumes (MaxText's methodology:
-loader-only throughput vs synthetic-input step time, measured separately).
+loader-only throughput vs synthetic-input step time, measured separately): `--with-step` runs
+bench/train_step.py at the same sizes in a child process, after the loader is timed, and
+reports `input_over_step`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import tempfile
-import time
+
+from chartjax.data import pipeline
+from chartjax.tools.bench import corpora, harness
 
 
-def _build_corpus(tmp: str, images: int) -> str:
-    import tensorflow_datasets as tfds
-
-    from chartjax.synth import figureqa
-    from tfds_builders.figureqa import figureqa as builder_mod
-
-    raw = os.path.join(tmp, "raw")
-    figureqa.generate(raw, train_images=images, val_images=0, test_images=0, seed=0, workers=2)
-    data_dir = os.path.join(tmp, "tfds")
-    builder = builder_mod.Builder(data_dir=data_dir)
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
-    return data_dir
-
-
-def main(argv=None):
+def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data_dir", default=None)
     p.add_argument("--image-size", type=int, default=64)
@@ -42,58 +30,37 @@ def main(argv=None):
     p.add_argument(
         "--with-step", action="store_true", help="also run chartjax.tools.bench.train_step"
     )
+    harness.add_out_flag(p)
     args = p.parse_args(argv)
+    run = harness.Run("input", vars(args), ("tensorflow-cpu", "tensorflow", "tensorflow-datasets"))
     from chartjax import host_memory
 
     host_memory.keep_freed_memory()  # as the chartjax-* entry points run
 
     from chartjax.tasks import figureqa
 
-    tmp = tempfile.mkdtemp(prefix="chartjax_bench_input_")
-    data_dir = args.data_dir or _build_corpus(tmp, args.images)
-    task = figureqa.make_task(
-        data_dir=data_dir, image_size=args.image_size, antialias=True, shuffle_buffer=2000
-    )
-    it = task.train_batches(args.batch, 0, 0, 0, 1)
-    t = time.time()
-    next(it)  # pipeline start-up
-    startup = time.time() - t
-    t = time.time()
-    for _ in range(args.batches):
-        next(it)
-    dt = time.time() - t
-    out = {
-        "benchmark": "input_pipeline",
+    with tempfile.TemporaryDirectory(prefix="chartjax_bench_input_") as tmp:
+        data_dir = args.data_dir or corpora.figureqa(tmp, args.images)
+        task = figureqa.make_task(
+            data_dir=data_dir, image_size=args.image_size, antialias=True, shuffle_buffer=2000
+        )
+        it = pipeline.train_batches(task, args.batch, 0, 0, 0, 1)
+        t = harness.timeit(lambda: next(it), args.batches, warmup=1)  # warm-up: start-up
+    results = {
         "task": "figureqa",
-        "image_size": args.image_size,
-        "batch": args.batch,
-        "batches": args.batches,
-        "startup_s": round(startup, 2),
-        "examples_per_s": round(args.batch * args.batches / dt, 1),
-        "cpu_cores": os.cpu_count(),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "startup_s": round(t["warmup_s"][0], 2),
+        "examples_per_s": round(args.batch / t["mean_s"], 1),
+        "batch": t,
     }
     if args.with_step:
-        from chartjax.tools.bench import train_step as bench_train_step
-
-        step = bench_train_step.main(
-            [
-                "--kind",
-                "rn",
-                "--image-size",
-                str(args.image_size),
-                "--conv-layers",
-                str(args.conv_layers),
-                "--batch",
-                str(args.batch),
-                "--steps",
-                "10",
-            ]
+        argv = ["--kind", "rn", "--image-size", str(args.image_size)]
+        argv += ["--conv-layers", str(args.conv_layers), "--batch", str(args.batch)]
+        step = harness.child_json("chartjax.tools.bench.train_step", argv + ["--steps", "10"])
+        results["step_examples_per_s"] = step["results"]["examples_per_s"]
+        results["input_over_step"] = round(
+            results["examples_per_s"] / results["step_examples_per_s"], 2
         )
-        out["step_examples_per_s"] = step["examples_per_s"]
-        out["input_over_step"] = round(out["examples_per_s"] / step["examples_per_s"], 2)
-    print(json.dumps(out))
-    return out
+    return harness.emit(run.report(results), args.out)
 
 
 if __name__ == "__main__":

@@ -18,15 +18,16 @@ What it runs (all chartjax parts, nothing benchmark-specific in the model or the
 4. the `deplot` task (chart_info source: tables derived from the task-6 data series, prompt
    rendered as a header, Pix2Struct patches) featurizes the training charts once (kept under
    `<out>/features/<key>`, so a rerun with other training settings skips it), and the held-out
-   charts once; training replays those features (rendering a chart and its header costs
-   ~0.05-0.2 s, which would otherwise compete with the 2 training cores every step);
+   charts once; training replays those features (chartjax.data.feature_cache: rendering a
+   chart and its header costs ~0.05-0.2 s, which would otherwise compete with the 2 training
+   cores every step);
 5. the held-out charts are scored with the initial parameters (step 0), then
    chartjax.train.train runs the jitted loop for `--budget_s` seconds (after compilation;
    evaluations count against it) or `--steps` steps, evaluating every `--eval_every` steps
    and at the end.
-Writes `<out>/learning.json` (settings, the curve of held-out RMS precision/recall/F1, RNSS and
-title match against step and time, phase wall times) and `<out>/learning.png`, and prints the
-JSON. "improved": the final held-out RMS F1 is above its step-0 value; "beats_constant_baselines":
+Prints the harness's JSON object and writes it to `<out>/learning.json` (its results: the curve
+of held-out RMS precision/recall/F1, RNSS and title match against step and time, phase wall
+times; bench/learning_curve.py reads them), and plots `<out>/learning.png`. "improved": the final held-out RMS F1 is above its step-0 value; "beats_constant_baselines":
 it is also above both `constant_baselines`, fixed predictions chosen on training tables: the
 best training table, and the best training title alone. The second matters: a model that has
 collapsed to writing one title for every chart (as this one does for its first ~600 steps)
@@ -85,61 +86,34 @@ images; the paper's RN scores 72.40 on the alternated-colour test set):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import glob
-import json
 import os
 import shutil
 import time
 
-import numpy as np
+from chartjax.data import pipeline
+from chartjax.tools.bench import corpora, harness, learning_curve
 
 DEFAULT_TYPES = ("Grouped vertical bar", "Stacked vertical bar")
 EVAL_BATCH = 50
 MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens")
+LIBS = ("jax", "flax", "optax", "tensorflow-cpu", "tensorflow", "tensorflow-datasets")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output folder (corpora, run, JSON, PNG)")
     p.add_argument(
-        "--budget_s",
-        type=float,
-        default=900.0,
-        help="training wall-clock budget in seconds (after compilation)",
+        "--budget_s", type=float, default=900.0, help="training seconds, compile excluded"
     )
-    p.add_argument(
-        "--steps",
-        type=int,
-        default=0,
-        help="stop after this many steps (0: the time budget alone stops training)",
-    )
+    p.add_argument("--steps", type=int, default=0, help="step limit (0: the budget alone)")
     p.add_argument("--train_charts", type=int, default=1500)
     p.add_argument("--heldout_charts", type=int, default=100)
-    p.add_argument(
-        "--types",
-        nargs="+",
-        default=list(DEFAULT_TYPES),
-        help="chart types of both corpora (chartjax-synth chart_info --types)",
-    )
-    p.add_argument(
-        "--size",
-        type=synth_size,
-        default=(640, 480),
-        help="chart image size WIDTHxHEIGHT (chartjax-synth chart_info --size)",
-    )
-    p.add_argument(
-        "--max_categories",
-        type=int,
-        default=3,
-        help="table rows per chart (chartjax-synth chart_info --max-categories)",
-    )
-    p.add_argument(
-        "--max_topics",
-        type=int,
-        default=4,
-        help="topics drawn from (chartjax-synth chart_info --max-topics)",
-    )
+    # The corpora's chartjax-synth chart_info flags (--types, --size, --max-categories, ...).
+    p.add_argument("--types", nargs="+", default=list(DEFAULT_TYPES), help="chart types")
+    p.add_argument("--size", type=synth_size, default=(640, 480), help="image WIDTHxHEIGHT")
+    p.add_argument("--max_categories", type=int, default=3, help="table rows per chart")
+    p.add_argument("--max_topics", type=int, default=4, help="topics drawn from")
     p.add_argument("--eval_every", type=int, default=150)
     p.add_argument(
         "--batch",
@@ -178,57 +152,6 @@ def synth_size(text: str) -> tuple[int, int]:
     return synth.parse_size(text)
 
 
-def make_corpus(
-    raw: str,
-    data_dir: str,
-    num: int,
-    seed: int,
-    types,
-    workers: int,
-    size: tuple[int, int],
-    max_categories: int | None,
-    max_topics: int | None,
-) -> str:
-    """Generates `num` charts into `raw` and builds them; reuses an earlier identical build."""
-    import tensorflow_datasets as tfds
-
-    from chartjax.data import pipeline
-    from chartjax.synth import chart_info as synth
-    from tfds_builders.chart_info import chart_info as builder_mod
-
-    stamp = os.path.join(data_dir, "corpus.json")
-    want = {
-        "num": num,
-        "seed": seed,
-        "types": list(types),
-        "size": list(size),
-        "max_categories": max_categories,
-        "max_topics": max_topics,
-    }
-    if os.path.exists(stamp):
-        with open(stamp) as f:
-            if json.load(f) == want:
-                return pipeline.tfds_builder_dir("chart_info/synthetic_2019", data_dir)
-    for d in (raw, data_dir):
-        if os.path.exists(d) and os.listdir(d):
-            raise FileExistsError(f"{d} holds another corpus: remove it or choose another --out")
-    synth.generate(
-        raw,
-        num,
-        seed=seed,
-        workers=workers,
-        types=types,
-        size=tuple(size),
-        max_categories=max_categories,
-        max_topics=max_topics,
-    )
-    builder = builder_mod.Builder(data_dir=data_dir, config="synthetic_2019")
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
-    with open(stamp, "w") as f:
-        json.dump(want, f)
-    return pipeline.tfds_builder_dir("chart_info/synthetic_2019", data_dir)
-
-
 def train_vocab(raw: str, out_prefix: str, vocab_size: int) -> str:
     from chartjax.tasks import deplot
     from chartjax.tools import train_vocab as tv
@@ -238,77 +161,6 @@ def train_vocab(raw: str, out_prefix: str, vocab_size: int) -> str:
         with open(path, encoding="utf-8") as f:
             texts.append(f.read())
     return tv.train(texts, out_prefix, vocab_size=vocab_size, hard_vocab_limit=False)
-
-
-# ------------------------------------------------------------------ cached task ----------
-
-
-def featurize_all(task, split: str, batch: int) -> dict[str, np.ndarray]:
-    """Every record of `split` through the task's own eval pipeline, padding dropped."""
-    cols: dict[str, list] = {}
-    for b in task.eval_batches(split, batch, 0, 1):
-        keep = np.asarray(b["_mask"], bool)
-        for k, v in b.items():
-            cols.setdefault(k, []).append(np.asarray(v)[keep])
-    return {k: np.concatenate(v) for k, v in cols.items()}
-
-
-def train_features(train_task, batch: int, cache_dir: str | None) -> dict[str, np.ndarray]:
-    """The training features, read from `cache_dir` when an earlier run with the same corpus,
-    vocabulary and feature settings (the caller's key) stored them there."""
-    if cache_dir and os.path.isdir(cache_dir):
-        return {k: np.load(os.path.join(cache_dir, k + ".npy")) for k in MODEL_INPUTS}
-    feats = featurize_all(train_task, "train", batch)
-    feats = {k: feats[k] for k in MODEL_INPUTS}
-    if cache_dir:  # written beside, then renamed: an interrupted run leaves no partial cache
-        tmp = cache_dir + ".partial"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        for k, v in feats.items():
-            np.save(os.path.join(tmp, k + ".npy"), v)
-        os.replace(tmp, cache_dir)
-    return feats
-
-
-def feature_key(*parts) -> str:
-    """A short digest naming one feature cache (corpus stamp, vocabulary bytes, settings)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else repr(part).encode())
-    return h.hexdigest()[:16]
-
-
-def cached_task(train_task, eval_task, batch: int, cache_dir: str | None = None):
-    """`eval_task` (held-out data) training on `train_task`'s features, computed once (or read
-    from `cache_dir`) and replayed in a seeded, resumable order; the held-out batches are
-    computed once too."""
-    train_feats = train_features(train_task, batch, cache_dir)
-    n = len(train_feats["decoder_target_tokens"])
-    eval_cache: dict[str, list] = {}
-
-    def train_batches(global_batch_size, seed, start_step, process_index, process_count):
-        if process_count != 1:
-            raise ValueError("bench_learning runs on one process")
-        step = start_step
-        while True:
-            pos = np.arange(step * global_batch_size, (step + 1) * global_batch_size)
-            idx = np.array(
-                [np.random.default_rng([seed, int(p // n)]).permutation(n)[p % n] for p in pos]
-            )
-            yield {k: v[idx] for k, v in train_feats.items()}
-            step += 1
-
-    def eval_batches(split, global_batch_size, process_index, process_count):
-        if split not in eval_cache:
-            eval_cache[split] = list(
-                eval_task.eval_batches(split, global_batch_size, process_index, process_count)
-            )
-        yield from eval_cache[split]
-
-    task = dataclasses.replace(eval_task, train_batches=train_batches, eval_batches=eval_batches)
-    return task, n
 
 
 # ------------------------------------------------------------------ run -----------------
@@ -343,44 +195,6 @@ def gin_bindings(args, vocab_file: str, vocab_size: int) -> list[str]:
     ]
 
 
-def constant_baselines(raw: str, heldout_targets: list[str], seed: int) -> dict:
-    """Held-out scores of one fixed prediction for every chart, chosen on training tables only
-    (the best mean RMS F1 against 80 of them): what format and typical values earn without
-    reading the chart. `table`: the best of 40 training tables; `title_only`: the best of the
-    40 most common training titles alone (a title-only prediction has one datapoint, so its
-    RMS precision is high: a collapsed model that writes one title scores about this)."""
-    from collections import Counter
-
-    from chartjax.metrics import tables as table_metrics
-
-    train = []
-    for path in sorted(glob.glob(os.path.join(raw, "tables", "*.txt"))):
-        with open(path, encoding="utf-8") as f:
-            train.append(f.read())
-    rng = np.random.default_rng(seed)
-    cands = rng.choice(len(train), min(40, len(train)), replace=False)
-    refs = rng.choice(len(train), min(80, len(train)), replace=False)
-
-    def fit(text):
-        return np.mean(
-            [table_metrics.rms_example([train[r]], text)[2] for r in refs if train[r] != text]
-        )
-
-    def scores(text):
-        preds = [text] * len(heldout_targets)
-        return {
-            "rms_f1": table_metrics.rms(preds, heldout_targets).metrics["rms_f1"],
-            "rnss": table_metrics.rnss(preds, heldout_targets).metrics["rnss"],
-            "prediction": text,
-        }
-
-    titles = Counter(t.split("\n", 1)[0] for t in train if t.startswith("TITLE | "))
-    return {
-        "table": scores(max((train[c] for c in cands), key=fit)),
-        "title_only": scores(max((t for t, _ in titles.most_common(40)), key=fit)),
-    }
-
-
 def eval_step0(task, workdir: str, seed: int) -> dict:
     """The held-out scores of the initial parameters: the state `train` starts from (same
     model, optimizer and seed), evaluated as its periodic evaluations are."""
@@ -407,104 +221,16 @@ def eval_step0(task, workdir: str, seed: int) -> dict:
         )
 
 
-def title_match(workdir: str, step: int) -> dict:
-    """Whether the model reads the chart: the share of step `step`'s held-out predictions whose
-    title is exact, their mean title ANLS (RMS scores the title as one datapoint), and how many
-    distinct titles they hold (1: the model writes the same title whatever the chart)."""
-    from chartjax.metrics import tables as table_metrics
-
-    path = os.path.join(workdir, "eval", "train", f"step_{step}", "predictions.jsonl")
-    distinct = set()
-    exact, anls = [], []
-    with open(path) as f:
-        for line in f:
-            row = json.loads(line)
-            want = table_metrics.parse_table(row["target"])[0] or ""
-            got = table_metrics.parse_table(row["prediction"])[0] or ""
-            exact.append(want == got)
-            anls.append(table_metrics.anls(want, got))
-            distinct.add(got)
-    return {
-        "title_exact": float(np.mean(exact)),
-        "title_anls": float(np.mean(anls)),
-        "distinct_titles": len(distinct),
-    }
-
-
-def read_losses(workdir: str) -> dict[int, dict]:
-    """train_metrics.jsonl rows by step."""
-    losses = {}
-    path = os.path.join(workdir, "train_metrics.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                row = json.loads(line)
-                losses[row["step"]] = row
-    return losses
-
-
-def read_curve(workdir: str) -> list[dict]:
-    losses = read_losses(workdir)
-    curve = []
-    for path in glob.glob(os.path.join(workdir, "eval", "train", "step_*", "metrics.json")):
-        with open(path) as f:
-            obj = json.load(f)
-        point = {
-            "step": obj["step"],
-            **{k: obj["metrics"][k] for k in ("rms_precision", "rms_recall", "rms_f1", "rnss")},
-        }
-        point.update(title_match(workdir, obj["step"]))
-        logged = losses.get(obj["step"])
-        if logged:
-            point.update(train_loss=logged["loss"], elapsed_s=logged["elapsed_s"])
-        curve.append(point)
-    return sorted(curve, key=lambda p: p["step"])
-
-
-def plot(
-    curve: list[dict], losses: list[list[float]], baseline: dict, png: str, title: str
-) -> None:
-    """RMS F1 (own scale: it stays small), RNSS, and the training loss against the step.
-    (RMS precision is 1 for a prediction without datapoints, DePlot's rule: not plotted.)"""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 4, figsize=(17, 3.8))
-    steps = [p["step"] for p in curve]
-    ax[0].plot(steps, [p["rms_f1"] for p in curve], marker="o", color="C0", label="model")
-    ax[0].set(xlabel="step", ylabel="held-out RMS F1", title=title)
-    ax[1].plot(steps, [p["rnss"] for p in curve], marker="o", color="C3", label="model")
-    ax[1].set(xlabel="step", ylabel="held-out RNSS", ylim=(0, 1))
-    for a, key in ((ax[0], "rms_f1"), (ax[1], "rnss")):
-        a.axhline(baseline["table"][key], color="grey", linestyle="--", label="constant table")
-        if key == "rms_f1":
-            a.axhline(
-                baseline["title_only"][key], color="grey", linestyle=":", label="constant title"
-            )
-        a.legend(loc="lower right")
-    ax[2].plot(steps, [p["title_anls"] for p in curve], marker="o", color="C2", label="title ANLS")
-    ax[2].plot(
-        steps, [p["title_exact"] for p in curve], marker="s", color="C1", label="title exact"
-    )
-    ax[2].set(xlabel="step", ylabel="held-out title match", ylim=(0, 1))
-    ax[2].legend(loc="upper left")
-    ax[3].plot([s for s, _ in losses], [v for _, v in losses], marker=".")
-    ax[3].set(xlabel="step", ylabel="train loss (mean per target token)")
-    fig.tight_layout()
-    fig.savefig(png, dpi=100)
-    plt.close(fig)
-
-
 def run(args) -> dict:
     import gin
     import jax
 
     from chartjax import config as config_lib
     from chartjax import train as train_lib
+    from chartjax.data import feature_cache
     from chartjax.tasks import deplot, seq2seq
 
+    bench = harness.Run("learning", vars(args), LIBS)
     t_start = time.time()
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -520,14 +246,14 @@ def run(args) -> dict:
         "max_categories": args.max_categories,
         "max_topics": args.max_topics,
     }
-    make_corpus(
+    corpora.chart_info(
         os.path.join(out, "raw_train"),
         os.path.join(out, "tfds_train"),
         args.train_charts,
         args.seed + 1,
         **corpus,
     )
-    heldout_dir = make_corpus(
+    heldout_dir = corpora.chart_info(
         os.path.join(out, "raw_heldout"),
         os.path.join(out, "tfds_heldout"),
         args.heldout_charts,
@@ -561,10 +287,14 @@ def run(args) -> dict:
         stamp = f.read()
     # The .vocab file (pieces and scores), not the .model: that one also records its own path.
     with open(os.path.splitext(vocab_file)[0] + ".vocab", "rb") as f:
-        key = feature_key(stamp, f.read(), args.max_patches, args.max_target_len)
-    task, num_train_records = cached_task(
-        train_task, eval_task, args.batch, os.path.join(out, "features", key)
+        key = feature_cache.cache_key(stamp, f.read(), args.max_patches, args.max_target_len)
+    train_feats = feature_cache.cached_features(
+        lambda: pipeline.eval_batches(train_task, "train", args.batch, 0, 1),
+        MODEL_INPUTS,
+        os.path.join(out, "features", key),
     )
+    task = feature_cache.replay_task(eval_task, train_feats)
+    num_train_records = len(train_feats["decoder_target_tokens"])
     phases["featurize_s"] = time.time() - t
     workdir = os.path.join(out, "run")
     if os.path.exists(workdir) and os.listdir(workdir):
@@ -585,8 +315,8 @@ def run(args) -> dict:
     phases["train_s"] = time.time() - t
     gin.clear_config()
 
-    curve = read_curve(workdir)
-    losses = [[s, row["loss"]] for s, row in sorted(read_losses(workdir).items())]
+    curve = learning_curve.read_curve(workdir)
+    losses = [[s, row["loss"]] for s, row in sorted(learning_curve.read_losses(workdir).items())]
     first, last = curve[0], curve[-1]
     heldout_targets = [
         r["target"]
@@ -598,7 +328,6 @@ def run(args) -> dict:
         )
     ]
     summary = {
-        "benchmark": "bench_learning",
         "improved": last["rms_f1"] > first["rms_f1"],
         "beats_constant_baselines": None,  # set below, once they are scored
         "step0": first,
@@ -606,7 +335,7 @@ def run(args) -> dict:
         "best": max(curve, key=lambda p: p["rms_f1"]),
         "curve": curve,
         "train_loss": losses,
-        "constant_baselines": constant_baselines(
+        "constant_baselines": learning_curve.constant_baselines(
             os.path.join(out, "raw_train"), heldout_targets, args.seed
         ),
         "steps": result["step"],
@@ -614,7 +343,6 @@ def run(args) -> dict:
         "examples_per_s": result["train"].get("examples_per_s"),
         "wall_s": {**phases, "total_s": time.time() - t_start},
         "settings": {
-            **{k: v for k, v in vars(args).items()},
             "vocab_pieces": vocab_size,
             "train_records": num_train_records,
             "heldout_records": len(heldout_targets),
@@ -627,21 +355,18 @@ def run(args) -> dict:
     summary["beats_constant_baselines"] = all(
         last["rms_f1"] > b["rms_f1"] for b in summary["constant_baselines"].values()
     )
-    with open(os.path.join(out, "learning.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    plot(
+    learning_curve.plot(
         curve,
         losses,
         summary["constant_baselines"],
         os.path.join(out, "learning.png"),
         f"held-out ({len(heldout_targets)} charts), {args.budget_s:.0f} s CPU budget",
     )
-    return summary
+    return harness.emit(bench.report(summary), os.path.join(out, "learning.json"))
 
 
 def main(argv=None) -> int:
-    summary = run(parse_args(argv))
-    print(json.dumps(summary, indent=1))
+    run(parse_args(argv))
     return 0
 
 

@@ -2,13 +2,16 @@
 
     python -m chartjax.tools.bench.rn_learning --data_dir demo_out/tfds --steps 2000 \
         [--types vbar_categorical,pie] [--templates 0,1] [--limit 256] [--out rn.json]
+    python -m chartjax.tools.bench.rn_learning --images 400 --steps 500   # generates a corpus
 
 `make demo` trains the RN for a few hundred CPU steps, and it stays at 50%. This probe asks
 whether any CPU-sized setting does better: it reads a built FigureQA TFDS data_dir (the demo's
-or any other) through the figureqa task's own preprocessing, holds the chosen subset in memory
+or any other; without `--data_dir`, a corpus of `--images` train1 images and a quarter as many
+per validation split is generated and built into a temporary folder) through the figureqa task's own preprocessing, holds the chosen subset in memory
 (figure types, templates, the first `--limit` questions) and trains the RN with Adam on it,
-printing the training loss/accuracy every 100 steps and validation1/validation2 accuracy (and
-the share of "yes" predictions: 0 or 100 means a single-class model) every `--eval_every`.
+logging the training loss/accuracy every 100 steps and validation1/validation2 accuracy (and
+the share of "yes" predictions: 0 or 100 means a single-class model) every `--eval_every` to
+stderr; the harness's JSON object (with the whole curve) goes to stdout and `--out`.
 `--limit 256` is the memorization check: the loss must reach ~0, or gradients do not flow.
 
 The loop is a plain `nnx.jit` step on one device, not chartjax.train: this measures learning
@@ -19,10 +22,13 @@ issue #2's closing note.
 from __future__ import annotations
 
 import argparse
-import json
+import tempfile
 import time
 
 import numpy as np
+
+from chartjax.data import pipeline
+from chartjax.tools.bench import corpora, harness
 
 INPUTS = ("image", "question_tokens", "question_length")
 EVAL_BATCH = 256
@@ -30,9 +36,9 @@ EVAL_BATCH = 256
 
 def load_split(task, split: str, types, templates, limit: int) -> dict[str, np.ndarray]:
     """The split's questions after the task's eval preprocessing, filtered, padding dropped."""
-    from chartjax.tools.bench.learning import featurize_all
+    from chartjax.data import feature_cache
 
-    d = featurize_all(task, split, EVAL_BATCH)
+    d = feature_cache.featurize(pipeline.eval_batches(task, split, EVAL_BATCH, 0, 1))
     d = {k: d[k] for k in (*INPUTS, "label", "figure_type", "question_id")}
     d["figure_type"] = np.array(
         [x.decode() if isinstance(x, bytes) else str(x) for x in d["figure_type"]]
@@ -46,9 +52,10 @@ def load_split(task, split: str, types, templates, limit: int) -> dict[str, np.n
     return {k: v[:limit] for k, v in d.items()} if limit else d
 
 
-def main(argv=None):
+def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data_dir", required=True, help="TFDS data_dir holding a figureqa build")
+    p.add_argument("--data_dir", help="TFDS data_dir holding a figureqa build")
+    p.add_argument("--images", type=int, default=400, help="train1 images when generating")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--conv-layers", type=int, default=4)
     p.add_argument("--steps", type=int, default=2000)
@@ -62,8 +69,9 @@ def main(argv=None):
     p.add_argument("--limit", type=int, default=0, help="keep the first N training questions")
     p.add_argument("--eval_every", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="also write the JSON here")
+    harness.add_out_flag(p)
     a = p.parse_args(argv)
+    run = harness.Run("rn_learning", vars(a), ("jax", "flax", "optax", "tensorflow-datasets"))
 
     import optax
     from flax import nnx
@@ -73,9 +81,13 @@ def main(argv=None):
 
     types = [t for t in a.types.split(",") if t]
     templates = [int(t) for t in a.templates.split(",") if t]
-    task = figureqa.make_task(data_dir=a.data_dir, image_size=a.image_size, antialias=True)
-    train = load_split(task, "train1", types, templates, a.limit)
-    evals = {s: load_split(task, s, types, templates, 0) for s in ("validation1", "validation2")}
+    with tempfile.TemporaryDirectory(prefix="chartjax_bench_rn_") as tmp:
+        data_dir = a.data_dir or corpora.figureqa(tmp, a.images, max(a.images // 4, 1))
+        task = figureqa.make_task(data_dir=data_dir, image_size=a.image_size, antialias=True)
+        train = load_split(task, "train1", types, templates, a.limit)
+        evals = {
+            s: load_split(task, s, types, templates, 0) for s in ("validation1", "validation2")
+        }
     cfg = rn.RNConfig(
         kind="rn",
         image_size=a.image_size,
@@ -122,10 +134,8 @@ def main(argv=None):
             },
         }
 
-    print(
-        f"train questions {len(train['label'])}, "
-        + ", ".join(f"{s} {len(d['label'])}" for s, d in evals.items()),
-        flush=True,
+    harness.progress(
+        {"train_questions": len(train["label"])} | {s: len(d["label"]) for s, d in evals.items()}
     )
     rng = np.random.default_rng(a.seed)
     order, pos = rng.permutation(len(train["label"])), 0
@@ -148,17 +158,9 @@ def main(argv=None):
             if s % a.eval_every == 0 or s == a.steps:
                 row.update({s_: evaluate(d) for s_, d in evals.items()})
             curve.append(row)
-            print(json.dumps(row), flush=True)
-    result = {
-        "benchmark": "rn_learning",
-        "settings": vars(a),
-        "train_questions": int(len(train["label"])),
-        "curve": curve,
-    }
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(result, f, indent=1)
-    print(json.dumps({k: v for k, v in result.items() if k != "curve"} | {"final": curve[-1]}))
+            harness.progress(row)
+    results = {"train_questions": int(len(train["label"])), "final": curve[-1], "curve": curve}
+    return harness.emit(run.report(results), a.out)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from chartjax.tools.bench import harness
 
 WORDS = (
     "sales revenue share users market growth country year percent million billion rose "
@@ -106,24 +107,21 @@ def write_chart_info(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
 
 def timed_score(args: list[str]) -> dict:
     start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "chartjax.tools.score", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"chartjax.tools.score failed: {result.stderr}")
-    return {"wall_s": round(wall, 2), "metrics": json.loads(result.stdout)}
+    try:
+        metrics = harness.child_json("chartjax.tools.score", args)
+    except harness.ChildError as e:
+        raise SystemExit(f"chartjax.tools.score failed: {e.stderr}") from e
+    return {"wall_s": round(time.perf_counter() - start, 2), "metrics": metrics}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=10_000)
     parser.add_argument("--images", type=int, default=1_000)
+    harness.add_out_flag(parser)
     args = parser.parse_args(argv)
-    out = {"examples": args.examples, "images": args.images}
+    run = harness.Run("score", vars(args), ("sacrebleu", "rouge-score", "nltk", "scipy"))
+    out = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         p, r = write_chart_to_text(tmp, args.examples)
@@ -165,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 "goal_s": 30,
                 "metrics": {k: round(v, 4) for k, v in res["metrics"].items()},
             }
-    print(json.dumps(out, indent=2))
+    harness.emit(run.report(out), args.out)
     return 0
 
 

@@ -5,8 +5,11 @@
 
 Synthetic inputs only. This process imports neither TensorFlow nor gin, so it runs on machines
 without them (DESIGN.md §7); patch extraction (TF ops) is timed in a child process and reported
-as unavailable where TensorFlow is missing. `--compare-hf` runs HF transformers (PyTorch) on the
-same shapes in this process and prints the ratios chartjax / HF.
+as unavailable where TensorFlow is missing. `--compare-hf` builds HF transformers (PyTorch) on
+the same shapes in this process and times each chartjax call and its HF counterpart side by side
+(harness.interleaved: chartjax, HF, chartjax, HF, ...; the child process does the same for patch
+extraction); `ratios_chartjax_over_hf` holds the median speed-up over the alternations, with its
+min and max. Rates are examples (images) per second from the mean call time.
 """
 
 from __future__ import annotations
@@ -14,13 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from chartjax.tools.bench import harness, step_hf
 
 
 def _args(argv=None):
@@ -50,6 +53,7 @@ def _args(argv=None):
         "worker, so HF and chartjax both run with it; default: glibc's own thresholds",
     )
     p.add_argument("--patch-worker", help=argparse.SUPPRESS)  # internal: .npz of the charts
+    harness.add_out_flag(p)
     return p.parse_args(argv)
 
 
@@ -112,20 +116,19 @@ def _chart_image(dpi: int = 100) -> np.ndarray:
     return img
 
 
-def _timed(fn, reps: int, warmup: int = 1) -> float:
-    """Seconds per call after `warmup` untimed calls (compile excluded)."""
-    for _ in range(warmup):
-        fn()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t) / reps
+# ----------------------------------------------------------------------------------- chartjax
+
+
+def _alternations(reps: int) -> int:
+    return max(reps, harness.MIN_ALTERNATIONS)
 
 
 # ----------------------------------------------------------------------------------- chartjax
 
 
-def bench_chartjax(a, cfg, batch) -> dict:
+def chartjax_fns(a, cfg, batch):
+    """(train_once, decode_once, info): one training step and one greedy decode, each blocking
+    until done; the step is compiled here (`info["train_compile_s"]`)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -154,11 +157,6 @@ def bench_chartjax(a, cfg, batch) -> dict:
         state["p"], state["o"], loss = step(state["p"], state["o"], rest, jbatch)
         loss.block_until_ready()
 
-    t0 = time.perf_counter()
-    train_once()
-    compile_s = time.perf_counter() - t0
-    train_s = _timed(train_once, a.steps)
-
     enc_batch = {"encoder_input_tokens": jbatch["encoder_input_tokens"]}
 
     def decode_once():
@@ -167,47 +165,72 @@ def bench_chartjax(a, cfg, batch) -> dict:
         )  # never stops early: fixed work
         toks.block_until_ready()
 
-    decode_s = _timed(decode_once, a.decode_reps)
-    fl = flops.train_flops_per_example(cfg, a.patches, a.targets)["total"]
-    eps = a.batch / train_s
+    t0 = time.perf_counter()
+    train_once()
     dev = jax.devices()[0]
-    tflops, mfu = flops.mfu(eps, fl, 1, dev.device_kind)
-    return {
-        "train_examples_per_s": eps,
-        "train_step_s": train_s,
-        "train_compile_s": compile_s,
-        "decode_examples_per_s": a.batch / decode_s,
-        "train_flops_per_example": fl,
-        "tflops_per_s_per_device": tflops,
-        "mfu": mfu,
+    info = {
+        "train_compile_s": time.perf_counter() - t0,
+        "train_flops_per_example": flops.train_flops_per_example(cfg, a.patches, a.targets)[
+            "total"
+        ],
         "device": dev.device_kind,
         "platform": dev.platform,
     }
+    return train_once, decode_once, info
 
 
-def bench_patches(a, imgs: dict[str, np.ndarray]) -> dict:
+def _rates(a, train: dict, decode: dict) -> dict:
+    return {
+        "train_examples_per_s": a.batch / train["mean_s"],
+        "train_step_s": train["mean_s"],
+        "decode_examples_per_s": a.batch / decode["mean_s"],
+        "train_step": train,
+        "decode": decode,
+    }
+
+
+def _with_mfu(out: dict) -> dict:
+    from chartjax.models import flops
+
+    tflops, mfu = flops.mfu(
+        out["train_examples_per_s"], out["train_flops_per_example"], 1, out["device"]
+    )
+    return {**out, "tflops_per_s_per_device": tflops, "mfu": mfu}
+
+
+# ----------------------------------------------------------------------------------- patches
+
+
+def _run_patch_worker(a, imgs: dict[str, np.ndarray], compare: bool) -> dict:
     """Patch extraction in a child process (TF stays out of this process)."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "charts.npz")
         np.savez(path, **{f"img{k}": v for k, v in imgs.items()})
-        cmd = [
-            sys.executable,
-            "-m",
-            "chartjax.tools.bench.step",
-            "--patch-worker",
-            path,
-            "--patch-images",
-            str(a.patch_images),
-            "--patch-max",
-            str(a.patch_max),
-            "--malloc",
-            a.malloc,
-        ]
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if res.returncode != 0:
-        return {"unavailable": (res.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+        argv = ["--patch-worker", path, "--patch-images", str(a.patch_images)]
+        argv += ["--patch-max", str(a.patch_max), "--malloc", a.malloc]
+        argv += ["--compare-hf"] if compare else []
+        try:
+            return harness.child_json(
+                "chartjax.tools.bench.step", argv, env={"TF_CPP_MIN_LOG_LEVEL": "3"}
+            )
+        except harness.ChildError as e:
+            return {"unavailable": str(e)}
+
+
+def bench_patches(a, imgs: dict[str, np.ndarray]) -> dict:
+    """chartjax's patch images per second, by image key (or why they are unavailable)."""
+    out = _run_patch_worker(a, imgs, compare=False)
+    return out.get("chartjax", out)
+
+
+def _hf_patches(a, imgs: dict[str, np.ndarray]) -> dict:
+    """HF's patch images per second in this process (when the TF child cannot run)."""
+    fn = step_hf.patch_fn(a.patch_max)
+    out = {}
+    for key, img in imgs.items():
+        t = harness.timeit(lambda img=img: fn(img), a.patch_images, PATCH_WARMUP)
+        out[f"patch_images_per_s{key}"] = 1.0 / t["mean_s"]
+    return out
 
 
 def _patch_worker(a) -> None:
@@ -219,114 +242,28 @@ def _patch_worker(a) -> None:
         lambda x: patches.preprocess_image(x, a.patch_max),
         input_signature=[tf.TensorSpec([None, None, 3], tf.uint8)],
     )
-    out = {}
+    hf = step_hf.patch_fn(a.patch_max) if a.compare_hf else None
+    out = {"chartjax": {}, "hf": {}, "ratios": {}}
     with np.load(a.patch_worker) as imgs:
         for key in PATCH_IMAGES:
             img = imgs[f"img{key}"]
             # np.asarray shares the result's buffer; .numpy() would add a copy TF need not make.
-            s = _timed(lambda img=img: np.asarray(fn(img)), a.patch_images, PATCH_WARMUP)
-            out[f"patch_images_per_s{key}"] = 1.0 / s
+            ours = lambda img=img: np.asarray(fn(img))  # noqa: E731
+            k = f"patch_images_per_s{key}"
+            if hf is None:
+                t = harness.timeit(ours, a.patch_images, PATCH_WARMUP)
+                out["chartjax"][k] = 1.0 / t["mean_s"]
+                continue
+            r = harness.interleaved(
+                ours, lambda img=img: hf(img), _alternations(a.patch_images), PATCH_WARMUP
+            )
+            out["chartjax"][k] = 1.0 / r["a"]["mean_s"]
+            out["hf"][k] = 1.0 / r["b"]["mean_s"]
+            out["ratios"][k] = r["speedup_a_over_b"]
     print(json.dumps(out))
 
 
-# ----------------------------------------------------------------------------------- HF
-
-
-def bench_hf(a, batch, imgs: dict[str, np.ndarray]) -> dict:
-    import torch
-    import transformers
-    from transformers.optimization import Adafactor
-
-    torch.manual_seed(0)
-    torch.set_num_threads(os.cpu_count() or 1)
-    h, d_kv = a.hidden, a.hidden // a.heads
-    if a.model == "pix2struct":
-        cfg = transformers.Pix2StructConfig(
-            text_config=dict(
-                vocab_size=a.vocab,
-                hidden_size=h,
-                d_kv=d_kv,
-                d_ff=a.mlp,
-                num_layers=a.layers,
-                num_heads=a.heads,
-                dropout_rate=0.0,
-            ),
-            vision_config=dict(
-                hidden_size=h,
-                patch_embed_hidden_size=768,
-                d_ff=a.mlp,
-                d_kv=d_kv,
-                num_hidden_layers=a.layers,
-                num_attention_heads=a.heads,
-                dropout_rate=0.0,
-            ),
-        )
-        model = transformers.Pix2StructForConditionalGeneration(cfg)
-        enc = torch.tensor(batch["encoder_input_tokens"])
-        inputs = {"flattened_patches": enc, "attention_mask": enc[..., 0] > 0}
-    else:
-        cfg = transformers.T5Config(
-            vocab_size=a.vocab,
-            d_model=h,
-            d_kv=d_kv,
-            d_ff=a.mlp,
-            num_layers=a.layers,
-            num_heads=a.heads,
-            dropout_rate=0.0,
-            feed_forward_proj="gated-gelu",
-            decoder_start_token_id=0,
-        )
-        model = transformers.T5ForConditionalGeneration(cfg)
-        ids = torch.tensor(batch["encoder_input_tokens"], dtype=torch.long)
-        inputs = {"input_ids": ids, "attention_mask": ids > 0}
-    labels = torch.tensor(batch["decoder_target_tokens"], dtype=torch.long)
-    opt = Adafactor(model.parameters(), lr=1e-3, scale_parameter=False, relative_step=False)
-    model.train()
-
-    def train_once():
-        loss = model(**inputs, labels=labels).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-
-    train_s = _timed(train_once, a.steps)
-    model.eval()
-
-    def decode_once():
-        with torch.no_grad():
-            model.generate(
-                **inputs,
-                max_new_tokens=a.decode_tokens,
-                min_new_tokens=a.decode_tokens,
-                do_sample=False,
-                num_beams=1,
-            )
-
-    decode_s = _timed(decode_once, a.decode_reps)
-    out = {
-        "train_examples_per_s": a.batch / train_s,
-        "train_step_s": train_s,
-        "decode_examples_per_s": a.batch / decode_s,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-    }
-    if not a.skip_patches:
-        from transformers.models.pix2struct.image_processing_pil_pix2struct import (
-            Pix2StructImageProcessorPil,
-        )
-
-        proc = Pix2StructImageProcessorPil()
-        for key, img in imgs.items():
-            s = _timed(
-                lambda img=img: proc(images=img, max_patches=a.patch_max, return_tensors="np"),
-                a.patch_images,
-                PATCH_WARMUP,
-            )
-            out[f"patch_images_per_s{key}"] = 1.0 / s
-    return out
-
-
-def main(argv=None) -> None:
+def main(argv=None) -> dict | None:
     a = _args(argv)
     if a.malloc == "keep":
         from chartjax import host_memory
@@ -334,35 +271,43 @@ def main(argv=None) -> None:
         host_memory.keep_freed_memory()
     if a.patch_worker:
         _patch_worker(a)
-        return
+        return None
+    libs = ("jax", "jaxlib", "flax", "optax") + (("torch", "transformers") if a.compare_hf else ())
+    run = harness.Run("step", {k: v for k, v in vars(a).items() if k != "patch_worker"}, libs)
     cfg = _config(a)
     batch = _batch(a, cfg)
     imgs = {key: _chart_image(dpi) for key, dpi in PATCH_IMAGES.items()}
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    result = {
-        "args": vars(a),
-        "host": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "loadavg_before": load,
-        },
-    }
-    result["chartjax"] = bench_chartjax(a, cfg, batch)
-    if not a.skip_patches:
-        result["chartjax"].update(bench_patches(a, imgs))
-    if a.compare_hf:
-        result["hf"] = bench_hf(a, batch, imgs)
-        ratios = {}
-        keys = ["train_examples_per_s", "decode_examples_per_s"]
-        for k in keys + [f"patch_images_per_s{key}" for key in PATCH_IMAGES]:
-            ours, theirs = result["chartjax"].get(k), result["hf"].get(k)
-            if ours and theirs:
-                ratios[k] = ours / theirs
-        result["ratios_chartjax_over_hf"] = ratios
-    result["host"]["loadavg_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    cj_train, cj_decode, info = chartjax_fns(a, cfg, batch)
+    results = {}
+    if not a.compare_hf:
+        train = harness.timeit(cj_train, a.steps)
+        decode = harness.timeit(cj_decode, a.decode_reps)
+        results["chartjax"] = _with_mfu({**info, **_rates(a, train, decode)})
+        if not a.skip_patches:
+            results["chartjax"].update(bench_patches(a, imgs))
+    else:
+        hf_train, hf_decode, hf_info = step_hf.train_and_decode(a, batch)
+        train = harness.interleaved(cj_train, hf_train, _alternations(a.steps))
+        decode = harness.interleaved(cj_decode, hf_decode, _alternations(a.decode_reps))
+        results["chartjax"] = _with_mfu({**info, **_rates(a, train["a"], decode["a"])})
+        results["hf"] = {**hf_info, **_rates(a, train["b"], decode["b"])}
+        ratios = {
+            "train_examples_per_s": train["speedup_a_over_b"],
+            "decode_examples_per_s": decode["speedup_a_over_b"],
+        }
+        if not a.skip_patches:
+            worker = _run_patch_worker(a, imgs, compare=True)
+            if "unavailable" in worker:  # no TensorFlow here: HF's side alone, as it can run
+                results["chartjax"]["unavailable"] = worker["unavailable"]
+                results["hf"].update(_hf_patches(a, imgs))
+            else:
+                results["chartjax"].update(worker["chartjax"])
+                results["hf"].update(worker["hf"])
+                ratios.update(worker["ratios"])
+        results["ratios_chartjax_over_hf"] = ratios
     if "tensorflow" in sys.modules or "gin" in sys.modules:
-        raise RuntimeError("bench_step must not import tensorflow or gin")
-    print(json.dumps(result, indent=2))
+        raise RuntimeError("bench/step.py must not import tensorflow or gin")
+    return harness.emit(run.report(results), a.out)
 
 
 if __name__ == "__main__":

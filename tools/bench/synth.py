@@ -12,27 +12,19 @@ number). Goal (issue 2): >= 15 figures/s/core, linear scaling.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import resource
 import sys
 import tempfile
 import time
 
 from chartjax.synth.figureqa import generate
-
-
-def _cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+from chartjax.tools.bench import harness
 
 
 def run(figures: int, workers: int, seed: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_synth_") as out:
-        cpu0, t0 = _cpu_seconds(), time.perf_counter()
+        cpu0, t0 = harness.cpu_seconds(), time.perf_counter()
         (summary,) = generate(out, train_images=figures, seed=seed, workers=workers)
-        wall, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
+        wall, cpu = time.perf_counter() - t0, harness.cpu_seconds() - cpu0
     return {
         "workers": workers,
         "figures": figures,
@@ -57,19 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--figures", type=int, default=100)
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--seed", type=int, default=0)
+    harness.add_out_flag(p)
     args = p.parse_args(argv)
     run(5, 1, args.seed + 1)  # warm-up: imports, font cache, first-figure costs
-    load = os.getloadavg()
+    bench = harness.Run("synth", vars(args), ("matplotlib", "numpy"))  # load after the warm-up
     runs = [run(args.figures, w, args.seed) for w in args.workers]
     base = next((r for r in runs if r["workers"] == 1), None)
-    result = {
-        "benchmark": "figureqa_synth",
-        "cpu_count": os.cpu_count(),
-        "loadavg_at_start": [round(v, 2) for v in load],
-        "runs": runs,
-        "loadavg_at_end": [round(v, 2) for v in os.getloadavg()],
-        "goal_figures_per_s_per_core": 15.0,
-    }
+    result = {"runs": runs, "goal_figures_per_s_per_core": 15.0}
     if base:
         result["figures_per_s_per_core"] = base["figures_per_s"]
         result["scaling_efficiency"] = {
@@ -77,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in runs
             if r["workers"] > 1
         }
-    print(json.dumps(result, indent=1))
+    harness.emit(bench.report(result), args.out)
     return 0
 
 

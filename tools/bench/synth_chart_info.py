@@ -12,21 +12,14 @@ chart is the steadier number.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import shutil
 import sys
 import tempfile
 import time
 
 from chartjax.synth import chart_info
-
-
-def _cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # pool workers, once joined
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+from chartjax.tools.bench import harness
 
 
 def bench(num: int, workers: int, seed: int) -> dict:
@@ -34,10 +27,10 @@ def bench(num: int, workers: int, seed: int) -> dict:
     try:
         chart_info.make_chart(seed, 0)  # warm this process (imports, fonts)
         load0 = os.getloadavg()[0]
-        cpu0, t0 = _cpu(), time.perf_counter()
+        cpu0, t0 = harness.cpu_seconds(), time.perf_counter()  # workers count once joined
         counts = chart_info.generate(out, num, seed=seed, workers=workers)
         wall = time.perf_counter() - t0
-        cpu = _cpu() - cpu0
+        cpu = harness.cpu_seconds() - cpu0
         size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(out) for f in fs)
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -61,16 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num", type=int, default=200)
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--seed", type=int, default=0)
+    harness.add_out_flag(p)
     args = p.parse_args(argv)
+    run = harness.Run("synth_chart_info", vars(args), ("matplotlib", "numpy"))
     runs = [bench(args.num, w, args.seed) for w in args.workers]
     result = {
-        "benchmark": "chart_info_synth",
         "goal_charts_per_s_per_core": 10,
-        "cpu_count": os.cpu_count(),
         "image": "1280x960 RGBA PNG + official JSON + linearized table",
         "runs": runs,
     }
-    print(json.dumps(result, indent=1))
+    harness.emit(run.report(result), args.out)
     return 0
 
 

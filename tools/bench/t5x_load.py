@@ -15,9 +15,9 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
+
+from chartjax.tools.bench import harness
 
 BASE = dict(
     vocab_size=50244,
@@ -120,29 +120,26 @@ def _child(ckpt_dir: str) -> None:
     )
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> dict | None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", default="/tmp/chartjax_bench_t5x/checkpoint_0")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--keep", action="store_true", help="keep the written checkpoint")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    harness.add_out_flag(p)
     a = p.parse_args(argv)
     if a.child:
         _child(a.dir)
-        return
+        return None
+    run = harness.Run("t5x_load", vars(a), ("jax", "flax", "tensorstore", "psutil"))
     out: dict = {"dir": a.dir, "stored_dtype": a.dtype}
     written = not os.path.isfile(os.path.join(a.dir, "checkpoint"))
     if written:
         out.update(write(a.dir, a.dtype))
-    res = subprocess.run(
-        [sys.executable, "-m", "chartjax.tools.bench.t5x_load", "--child", "--dir", a.dir],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        raise SystemExit(f"load failed:\n{res.stderr[-4000:]}")
-    child = json.loads(res.stdout.strip().splitlines()[-1])
+    try:
+        child = harness.child_json("chartjax.tools.bench.t5x_load", ["--child", "--dir", a.dir])
+    except harness.ChildError as e:
+        raise SystemExit(f"load failed:\n{e.stderr[-4000:]}") from e
     n = child["loaded_params"]
     ckpt_bytes = n * 4  # float32 parameters, as loaded (and as stored with --dtype float32)
     disk = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(a.dir) for f in fs)
@@ -159,7 +156,7 @@ def main(argv=None) -> None:
     )
     if written and not a.keep:
         shutil.rmtree(a.dir)
-    print(json.dumps(out))
+    return harness.emit(run.report(out), a.out)
 
 
 if __name__ == "__main__":

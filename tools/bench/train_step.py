@@ -3,18 +3,18 @@
     python -m chartjax.tools.bench.train_step --kind rn --image-size 256 --conv-layers 5 --batch 32
 
 Times the jitted sharded step of chartjax.train (the one the loop runs) over all local
-devices, excluding compilation; no TFDS, no input pipeline (see tools/bench/input.py for that).
+devices, excluding compilation; no TFDS, no input pipeline (see bench/input.py for that).
+Each timed step blocks on its loss, so `examples_per_s` is batch / mean step time.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import time
+
+from chartjax.tools.bench import harness
 
 
-def main(argv=None):
+def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--kind", default="rn", choices=["rn", "cnn_lstm", "text_only"])
     p.add_argument("--image-size", type=int, default=256)
@@ -22,7 +22,9 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--rules", default="data_parallel")
+    harness.add_out_flag(p)
     args = p.parse_args(argv)
+    run = harness.Run("train_step", vars(args), ("jax", "jaxlib", "flax", "optax"))
     from chartjax import host_memory
 
     host_memory.keep_freed_memory()  # as the chartjax-* entry points run
@@ -56,35 +58,27 @@ def main(argv=None):
         out_shardings=(spec.shardings, None),
         donate_argnums=0,
     )
-    state = init()
+    state = {"s": init()}
     batch = pipeline.to_global(
-        next(task.train_batches(args.batch, 0, 0, 0, 1)), mesh, rules, task.model_inputs
+        next(pipeline.train_batches(task, args.batch, 0, 0, 0, 1)), mesh, rules, task.model_inputs
     )
-    t = time.time()
-    state, m = step(state, batch)
-    jax.block_until_ready(m["loss"])
-    compile_s = time.time() - t
-    t = time.time()
-    for _ in range(args.steps):
-        state, m = step(state, batch)
-    jax.block_until_ready(m["loss"])
-    dt = time.time() - t
-    out = {
-        "benchmark": "train_step",
+
+    def step_once():
+        state["s"], m = step(state["s"], batch)
+        jax.block_until_ready(m["loss"])
+
+    t = harness.timeit(step_once, args.steps, warmup=1)  # warm-up: compilation
+    results = {
         "model": args.kind,
-        "image_size": args.image_size,
         "objects": cfg.grid**2 if args.kind == "rn" else None,
-        "batch": args.batch,
         "devices": jax.device_count(),
-        "cpu_cores": os.cpu_count(),
-        "params": state_lib.num_params(state),
-        "compile_s": round(compile_s, 2),
-        "step_s": round(dt / args.steps, 4),
-        "examples_per_s": round(args.batch * args.steps / dt, 1),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "params": state_lib.num_params(state["s"]),
+        "compile_s": round(t["warmup_s"][0], 2),
+        "step_s": round(t["mean_s"], 4),
+        "examples_per_s": round(args.batch / t["mean_s"], 1),
+        "step": t,
     }
-    print(json.dumps(out))
-    return out
+    return harness.emit(run.report(results), args.out)
 
 
 if __name__ == "__main__":

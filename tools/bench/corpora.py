@@ -1,0 +1,75 @@
+"""The synthetic corpora the benchmarks build: generated in the official layouts (chartjax.synth)
+and built by the project's own TFDS builders, as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+
+
+def figureqa(tmp: str, images: int, val_images: int = 0) -> str:
+    """Generates `images` FigureQA-style train1 images (with their questions), and `val_images`
+    for each validation split, under `tmp` and builds them; returns the TFDS data_dir."""
+    import tensorflow_datasets as tfds
+
+    from chartjax.synth import figureqa
+    from tfds_builders.figureqa import figureqa as builder_mod
+
+    raw = os.path.join(tmp, "raw")
+    figureqa.generate(raw, train_images=images, val_images=val_images, seed=0, workers=2)
+    data_dir = os.path.join(tmp, "tfds")
+    builder = builder_mod.Builder(data_dir=data_dir)
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
+    return data_dir
+
+
+def chart_info(
+    raw: str,
+    data_dir: str,
+    num: int,
+    seed: int,
+    types,
+    workers: int,
+    size: tuple[int, int],
+    max_categories: int | None,
+    max_topics: int | None,
+) -> str:
+    """Generates `num` CHART-Info charts into `raw` and builds them (synthetic_2019) into
+    `data_dir`; reuses an earlier identical build (its `corpus.json` stamp). Returns the
+    builder folder (`<data_dir>/chart_info/synthetic_2019/<version>`)."""
+    import tensorflow_datasets as tfds
+
+    from chartjax.synth import chart_info as synth
+    from tfds_builders.chart_info import chart_info as builder_mod
+
+    builder = builder_mod.Builder(data_dir=data_dir, config="synthetic_2019")
+    stamp = os.path.join(data_dir, "corpus.json")
+    want = {
+        "num": num,
+        "seed": seed,
+        "types": list(types),
+        "size": list(size),
+        "max_categories": max_categories,
+        "max_topics": max_topics,
+    }
+    if os.path.exists(stamp):
+        with open(stamp) as f:
+            if json.load(f) == want:
+                return builder.data_dir
+    for d in (raw, data_dir):
+        if os.path.exists(d) and os.listdir(d):
+            raise FileExistsError(f"{d} holds another corpus: remove it or choose another --out")
+    synth.generate(
+        raw,
+        num,
+        seed=seed,
+        workers=workers,
+        types=types,
+        size=tuple(size),
+        max_categories=max_categories,
+        max_topics=max_topics,
+    )
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
+    with open(stamp, "w") as f:
+        json.dump(want, f)
+    return builder.data_dir
