@@ -1,0 +1,289 @@
+"""HuggingFace TAPAS (`TapasForSequenceClassification`) <-> chartjax, both ways.
+
+Also the name-map machinery that `hf_deberta.py` and `hf_bart.py` reuse: a family supplies
+`name_of(path) -> (hf_name, kind)` for every chartjax variable and, for tied tables, the extra HF
+names that hold the same tensor. Kinds: `copy`, `T` (HF `Linear.weight [out, in]` <-> chartjax
+`[in, out]`), `conv` (torch Conv1d `[out, in/groups, k]` <-> `[k, in/groups, out]`), `row`
+(HF `[1, n]` buffer <-> `[n]`). `to_hf_state_dict` gives the full HF `state_dict` (tied copies
+included), so `torch_model.load_state_dict(..., strict=True)` accepts it; loading refuses HF
+tensors that no chartjax variable takes, so an unimplemented HF feature cannot go unnoticed.
+
+Neither torch nor transformers is imported here (safetensors reads and writes files; torch only
+for `pytorch_model.bin`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+from flax import nnx
+
+from chartjax.models import tapas as tapas_lib
+
+Path = tuple[str | int, ...]
+NameFn = Callable[[Path], tuple[str, str]]
+
+# --------------------------------------------------------------------------- generic machinery
+
+
+def _to_hf(arr: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "T":
+        return arr.T
+    if kind == "conv":
+        return np.transpose(arr, (2, 1, 0))
+    if kind == "row":
+        return arr[None, :]
+    return arr
+
+
+def _from_hf(arr: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "T":
+        return arr.T
+    if kind == "conv":
+        return np.transpose(arr, (2, 1, 0))
+    if kind == "row":
+        return arr.reshape(-1)
+    return arr
+
+
+def mapped_variables(model) -> list[tuple[Path, nnx.Variable]]:
+    """Every weight-holding variable (parameters and buffers; not RNG state), flat."""
+    flat = nnx.to_flat_state(nnx.state(model))
+    return [
+        (tuple(p), v)
+        for p, v in flat
+        if isinstance(v, nnx.Variable) and not isinstance(v, nnx.RngState)
+    ]
+
+
+def load_state_dict(
+    model,
+    tensors: Mapping[str, np.ndarray],
+    name_of: NameFn,
+    *,
+    aliases: Mapping[str, tuple[str, ...]] | None = None,
+    ignore: Iterable[str] = (),
+    allow_missing: Iterable[str] = (),
+    where: str = "checkpoint",
+    seed: int = 0,
+) -> None:
+    """Copy HF tensors into `model` in place (float32), checking every shape.
+
+    `aliases[name]`: other HF names that hold the same (tied) tensor; any one of them may be the
+    one stored. `ignore`: regexes of HF tensors with no chartjax counterpart that are safe to drop
+    (non-persistent buffers, pretraining heads). `allow_missing`: regexes of HF names that may be
+    absent, the variable then keeping its initial value (a new classification head; the model
+    must be concrete for those). `model` may be abstract (`nnx.eval_shape`); its RNG streams are
+    then filled from `seed`, so loading never runs the random initializers.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    aliases = aliases or {}
+    used: set[str] = set()
+    missing_ok = [re.compile(p) for p in allow_missing]
+    flat = nnx.to_flat_state(nnx.state(model))
+    for n, (path, var) in enumerate(flat):
+        if isinstance(var, nnx.RngKey) and isinstance(var.get_value(), jax.ShapeDtypeStruct):
+            var.set_value(jax.random.fold_in(jax.random.key(seed), n))
+            continue
+        if isinstance(var, nnx.RngCount) and isinstance(var.get_value(), jax.ShapeDtypeStruct):
+            var.set_value(jnp.zeros(var.shape, jnp.uint32))
+            continue
+        if isinstance(var, nnx.RngState) or not isinstance(var, nnx.Variable):
+            continue
+        name, kind = name_of(tuple(path))
+        candidates = (name, *aliases.get(name, ()))
+        found = [c for c in candidates if c in tensors]
+        if not found:
+            abstract = isinstance(var.get_value(), jax.ShapeDtypeStruct)
+            if abstract or not any(p.fullmatch(name) for p in missing_ok):
+                raise KeyError(f"{where}: missing tensor {name}")
+            continue
+        used.update(found)
+        arr = _from_hf(np.asarray(tensors[found[0]], dtype=np.float32), kind)
+        if arr.shape != tuple(var.shape):
+            raise ValueError(f"{where}: {found[0]} has shape {arr.shape}, expected {var.shape}")
+        var.set_value(jnp.asarray(arr))
+    pats = [re.compile(p) for p in ignore]
+    extra = sorted(k for k in tensors if k not in used and not any(p.fullmatch(k) for p in pats))
+    if extra:
+        raise ValueError(f"{where}: tensors chartjax does not implement: {extra[:8]}")
+    nnx.update(model, nnx.from_flat_state(flat))
+
+
+def to_state_dict(
+    model, name_of: NameFn, *, aliases: Mapping[str, tuple[str, ...]] | None = None
+) -> dict[str, np.ndarray]:
+    """HF-named float32 tensors (contiguous, writable copies), every tied alias included."""
+    aliases = aliases or {}
+    out = {}
+    for path, var in mapped_variables(model):
+        name, kind = name_of(path)
+        arr = np.array(_to_hf(np.asarray(var[...], dtype=np.float32), kind), order="C")
+        for n in (name, *aliases.get(name, ())):
+            out[n] = arr
+    return out
+
+
+def read_tensors(path: str) -> dict[str, np.ndarray]:
+    """All tensors of an HF directory (single or sharded safetensors, else pytorch .bin)."""
+    files = sorted(os.listdir(path))
+    st = [f for f in files if f.endswith(".safetensors")]
+    out: dict[str, np.ndarray] = {}
+    if st:
+        from safetensors.numpy import load_file
+
+        for f in st:
+            out.update(load_file(os.path.join(path, f)))
+        return out
+    bins = [f for f in files if re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin", f)]
+    if not bins:
+        raise FileNotFoundError(f"{path}: no *.safetensors or pytorch_model*.bin")
+    import torch
+
+    for f in bins:
+        sd = torch.load(os.path.join(path, f), map_location="cpu", weights_only=True)
+        out.update({k: v.float().numpy() for k, v in sd.items()})
+    return out
+
+
+def write_dir(
+    path: str, hf_config: dict, tensors: dict[str, np.ndarray], json_files: dict | None = None
+) -> None:
+    """`config.json` + `model.safetensors` (+ other JSON files, e.g. generation_config.json)."""
+    from safetensors.numpy import save_file
+
+    os.makedirs(path, exist_ok=True)
+    for name, content in {"config.json": hf_config, **(json_files or {})}.items():
+        with open(os.path.join(path, name), "w") as f:
+            json.dump(content, f, indent=2)
+    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+
+
+def read_config(path: str) -> tuple[dict, str]:
+    cfg_file = os.path.join(path, "config.json")
+    with open(cfg_file) as f:
+        return json.load(f), cfg_file
+
+
+def leaf(prefix: str, name: str) -> tuple[str, str]:
+    """A chartjax leaf (Dense kernel/bias, LayerNorm scale/bias, Embedding table) -> HF."""
+    if name == "kernel":
+        return f"{prefix}.weight", "T"
+    if name in ("scale", "embedding"):
+        return f"{prefix}.weight", "copy"
+    if name == "bias":
+        return f"{prefix}.bias", "copy"
+    raise KeyError(name)
+
+
+def _str(path: Path) -> str:
+    return ".".join(map(str, path))
+
+
+# --------------------------------------------------------------------------- TAPAS
+
+_BERT_LAYER = {
+    "attention_norm": "attention.output.LayerNorm",
+    "mlp_norm": "output.LayerNorm",
+}
+_BERT_MLP = {"wi": "intermediate.dense", "wo": "output.dense"}
+
+
+def bert_layer_name(pre: str, sub: Path, attention: Mapping[str, str]) -> tuple[str, str]:
+    """A post-LN encoder layer's leaf `sub` under HF prefix `pre` (BERT/TAPAS/DeBERTa names)."""
+    head = sub[0]
+    if head in _BERT_LAYER:
+        return leaf(f"{pre}.{_BERT_LAYER[head]}", sub[1])
+    if head == "mlp":
+        return leaf(f"{pre}.{_BERT_MLP[sub[1]]}", sub[2])
+    if head == "attention":
+        return leaf(f"{pre}.{attention[sub[1]]}", sub[-1])
+    raise KeyError(_str(sub))
+
+
+_TAPAS_ATTN = {
+    "query": "attention.self.query",
+    "key": "attention.self.key",
+    "value": "attention.self.value",
+    "out": "attention.output.dense",
+}
+
+
+def tapas_name(path: Path) -> tuple[str, str]:
+    """chartjax TAPAS variable path -> (HF name, kind)."""
+    p = path
+    try:
+        if p[0] == "embeddings":
+            if p[1] == "token_type_embeddings":
+                return f"tapas.embeddings.token_type_embeddings_{p[2]}.weight", "copy"
+            if p[1] == "layer_norm":
+                return leaf("tapas.embeddings.LayerNorm", p[2])
+            return leaf(f"tapas.embeddings.{p[1]}", p[2])
+        if p[0] == "layers":
+            return bert_layer_name(f"tapas.encoder.layer.{p[1]}", p[2:], _TAPAS_ATTN)
+        if p[0] == "pooler":
+            return leaf("tapas.pooler.dense", p[2])
+        if p[0] == "classifier":
+            return leaf("classifier", p[1])
+    except KeyError:
+        pass
+    raise KeyError(f"no HF name for TAPAS variable {_str(path)}")
+
+
+def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
+    return tapas_lib.TapasConfig.from_hf_config(hf, dtype=dtype, where=where)
+
+
+def config_to_hf(cfg: tapas_lib.TapasConfig) -> dict:
+    return cfg.to_hf_config()
+
+
+# A new classification head may be absent from a base checkpoint; its pretraining and QA heads
+# are then dropped.
+_TAPAS_HEAD = (r"tapas\.pooler\..*", r"classifier\..*")
+_TAPAS_OTHER_HEADS = (
+    r"cls\..*",
+    r"(column_)?output_(weights|bias)",
+    r"aggregation_classifier\..*",
+)
+
+
+def load_params(
+    model, tensors, *, where: str = "checkpoint", seed: int = 0, new_head: bool = False
+) -> None:
+    load_state_dict(
+        model,
+        tensors,
+        tapas_name,
+        ignore=_TAPAS_OTHER_HEADS if new_head else (),
+        allow_missing=_TAPAS_HEAD if new_head else (),
+        where=where,
+        seed=seed,
+    )
+
+
+def to_hf_state_dict(model) -> dict[str, np.ndarray]:
+    return to_state_dict(model, tapas_name)
+
+
+def load(path: str, *, dtype: str = "float32", seed: int = 0, new_head: bool = False):
+    """HF TAPAS directory -> (chartjax model, config). `new_head`: the pooler/classifier may be
+    missing (they keep their random init from `seed`) and other heads are dropped."""
+    hf, cfg_file = read_config(path)
+    cfg = config_from_hf(hf, dtype=dtype, where=cfg_file)
+    if new_head:
+        model = tapas_lib.build(cfg, seed)
+    else:
+        model = nnx.eval_shape(lambda: tapas_lib.build(cfg, seed))
+    load_params(model, read_tensors(path), where=path, seed=seed, new_head=new_head)
+    return model, cfg
+
+
+def save(model, path: str) -> None:
+    write_dir(path, config_to_hf(model.cfg), to_hf_state_dict(model))
