@@ -1,15 +1,16 @@
-"""Device mesh, logical-axis rules presets and sharding helpers (t5x vocabulary).
+"""Device mesh, logical-axis rules presets and multi-host start-up (t5x vocabulary).
 
 Parameters and activations carry *logical* axis names (`batch, length, embed, mlp, heads, kv,
 joined_kv, vocab, relpos_buckets, abspos_buckets, patch`, plus `conv_in, conv_out` for the
 FigureQA CNNs). A rules preset maps each logical name to a mesh axis of the `('data', 'model')`
 mesh, or to None (replicated). Presets are chosen in `gin_configs/hardware/`.
+
+This is the gin-configurable edge; the rules context and the constraint helpers live in the
+gin-free `chartjax.sharding` (models import it) and are re-exported here for the loops.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import os
 from collections.abc import Sequence
@@ -17,7 +18,22 @@ from collections.abc import Sequence
 import gin
 import jax
 import numpy as np
-from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding
+
+from chartjax.sharding import activate, constrain, logical_to_spec, tree_shardings
+
+__all__ = [
+    "MESH_AXES",
+    "RULES_PRESETS",
+    "activate",
+    "axis_rules",
+    "batch_sharding",
+    "constrain",
+    "initialize_distributed",
+    "logical_to_spec",
+    "make_mesh",
+    "tree_shardings",
+]
 
 MESH_AXES = ("data", "model")
 
@@ -60,10 +76,6 @@ RULES_PRESETS: dict[str, tuple[tuple[str, str | None], ...]] = {
     ),
 }
 
-_ACTIVE: contextvars.ContextVar[tuple[Mesh, tuple] | None] = contextvars.ContextVar(
-    "chartjax_mesh", default=None
-)
-
 
 @gin.configurable
 def make_mesh(
@@ -98,90 +110,9 @@ def axis_rules(preset: str = "data_parallel") -> tuple[tuple[str, str | None], .
     return RULES_PRESETS[preset]
 
 
-def logical_to_spec(logical: Sequence[str | None] | None, rules) -> PartitionSpec:
-    """Map logical axis names to a PartitionSpec; a mesh axis is used at most once."""
-    if not logical:
-        return PartitionSpec()
-    table = dict(rules)
-    used, out = set(), []
-    for name in logical:
-        if name is None:
-            out.append(None)
-            continue
-        if name not in table:
-            raise KeyError(f"unknown logical axis {name!r}; rules know {sorted(table)}")
-        axis = table[name]
-        out.append(None if axis is None or axis in used else axis)
-        if axis is not None:
-            used.add(axis)
-    return PartitionSpec(*out)
-
-
-def _fits(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh) -> bool:
-    if len(spec) > len(shape):
-        return False
-    for dim, axis in zip(shape, spec):
-        if axis is not None and dim % mesh.shape[axis]:
-            return False
-    return True
-
-
-def tree_shardings(abstract_tree, logical_tree, mesh: Mesh, rules):
-    """NamedShardings for a pytree of arrays from a matching pytree of logical-axis tuples.
-
-    A leaf whose logical axes do not fit its shape (wrong rank, e.g. Adafactor's factored
-    moments, or a dimension the mesh axis does not divide) is replicated, and logged once.
-    """
-
-    def one(path, leaf, logical):
-        spec = logical_to_spec(logical, rules)
-        if not _fits(spec, getattr(leaf, "shape", ()), mesh):
-            logging.debug(
-                "replicating %s: %s does not fit %s",
-                jax.tree_util.keystr(path),
-                spec,
-                getattr(leaf, "shape", ()),
-            )
-            spec = PartitionSpec()
-        return NamedSharding(mesh, spec)
-
-    return jax.tree_util.tree_map_with_path(
-        one,
-        abstract_tree,
-        logical_tree,
-        # `type(x) is tuple`: optax's EmptyState() is an empty NamedTuple, a pytree node that
-        # must stay a node (a sharding in its place breaks checkpoint restore's tree_map).
-        is_leaf=lambda x: (
-            x is None or (type(x) is tuple and all(isinstance(a, str | type(None)) for a in x))
-        ),
-    )
-
-
 def batch_sharding(mesh: Mesh, rules, ndim: int = 1) -> NamedSharding:
     """Sharding of an input batch: leading axis over `batch`, the rest replicated."""
     return NamedSharding(mesh, logical_to_spec(("batch",) + (None,) * (ndim - 1), rules))
-
-
-@contextlib.contextmanager
-def activate(mesh: Mesh, rules):
-    """Make `constrain` effective (inside train/eval steps traced under this context)."""
-    token = _ACTIVE.set((mesh, tuple(rules)))
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
-
-
-def constrain(x, logical_axes: Sequence[str | None]):
-    """Sharding constraint on an activation by logical names; a no-op without a mesh."""
-    active = _ACTIVE.get()
-    if active is None:
-        return x
-    mesh, rules = active
-    spec = logical_to_spec(logical_axes, rules)
-    if not _fits(spec, x.shape, mesh):
-        return x
-    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
 
 
 @gin.configurable

@@ -19,8 +19,8 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from chartjax import mesh as mesh_lib
 from chartjax import models as _models  # noqa: F401  (turns off Flax's eager sharding)
+from chartjax import sharding
 
 ModelFn = Callable[[nnx.Rngs], nnx.Module]
 
@@ -131,7 +131,7 @@ def create(
         "model_state": rest_axes,
         "rng": None,
     }
-    shardings = mesh_lib.tree_shardings(abstract, axes, mesh, rules)
+    shardings = sharding.tree_shardings(abstract, axes, mesh, rules)
 
     # RNG-stream variables are tiny; build them replicated and keep them out of the state.
     replicated = NamedSharding(mesh, PartitionSpec())

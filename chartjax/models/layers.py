@@ -1,9 +1,9 @@
 """Shared T5 v1.1 building blocks (Flax NNX), numerically as flaxformer's T5.
 
 Every parameter is created through `nnx.with_partitioning` with logical axis names (embed, mlp,
-heads, kv, joined_kv, vocab, relpos_buckets, patch, abspos_buckets); `chartjax.mesh` maps them to
-mesh axes. Kernels are stored 2-D `[in, out]` exactly as flaxformer's `DenseGeneral(reshape_kernel=
-True)`, so T5X and HF checkpoints map one-to-one (HF only transposes).
+heads, kv, joined_kv, vocab, relpos_buckets, patch, abspos_buckets); `chartjax.sharding` maps
+them to mesh axes. Kernels are stored 2-D `[in, out]` exactly as flaxformer's
+`DenseGeneral(reshape_kernel=True)`, so T5X and HF checkpoints map one-to-one (HF only transposes).
 
 Numerics (models.md §7): RMSNorm in fp32, no 1/sqrt(d) scaling in attention (folded into the query
 init), softmax in fp32, gated GELU with the tanh approximation.
@@ -11,7 +11,6 @@ init), softmax in fp32, gated GELU with the tanh approximation.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import jax
@@ -19,16 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+# Activation constraints by logical names (t5.py takes them from here); a no-op outside
+# `chartjax.sharding.activate`. Imported, not looked up: it must work without chartjax.mesh.
+from chartjax.sharding import constrain  # noqa: F401
+
 Names = tuple[str | None, ...]
 NEG_INF = -1e10  # flaxformer's mask bias: a fully masked row stays finite (uniform softmax)
-
-
-def constrain(x: jax.Array, names: Names) -> jax.Array:
-    """Activation sharding by logical names through `chartjax.mesh.constrain` once the train loop
-    has imported it (a no-op outside its `activate` context). Looked up lazily because
-    `chartjax.mesh` imports gin, which the benchmarks must not import."""
-    mesh = sys.modules.get("chartjax.mesh")
-    return x if mesh is None else mesh.constrain(x, names)
 
 
 def _param(rngs: nnx.Rngs, init, shape: Sequence[int], names: Names) -> nnx.Param:

@@ -5,23 +5,22 @@ stride-2 3x3 convolutions, each conv -> bias -> ReLU -> BatchNorm (BN *after* th
 objects = feature-map cells + (row/h, col/w) coordinates; an LSTM question encoder whose final
 [c; h] state is the question vector; g over all ordered object pairs (i = j included), averaged;
 f with dropout before the activation of its second layer; two-way logits (no, yes).
+`RNConfig` and `build` are registered with gin in `chartjax.models.configurables`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import gin
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax import mesh as mesh_lib
+from chartjax.sharding import constrain
 
 P = nnx.with_partitioning
 
 
-@gin.configurable
 @dataclasses.dataclass(frozen=True)
 class RNConfig:
     kind: str = "rn"  # rn | cnn_lstm | text_only
@@ -75,7 +74,7 @@ class ConvStack(nnx.Module):
         x = images.astype(jnp.float32) / 255.0  # [batch, h, w, 3]
         for conv, norm in zip(self.convs, self.norms):
             x = norm(jax.nn.relu(conv(x)), use_running_average=not train)
-            x = mesh_lib.constrain(x, ("batch", None, None, None))
+            x = constrain(x, ("batch", None, None, None))
         return x  # [batch, grid, grid, channels]
 
 
@@ -174,7 +173,7 @@ class RelationNetwork(nnx.Module):
         a_j = self.g_obj_j(objs)[:, None, :, :]  # [batch, 1, n, g]
         a_i = self.g_obj_i(objs)[:, :, None, :]  # [batch, n, 1, g]
         x = jax.nn.relu(a_j + a_i + self.g_q(q)[:, None, None, :])  # [batch, n, n, g]
-        x = mesh_lib.constrain(x, ("batch", None, None, None))
+        x = constrain(x, ("batch", None, None, None))
         for layer in self.g_rest:
             x = jax.nn.relu(layer(x))
         return self.f(jnp.mean(x, axis=(1, 2)), train=train)
@@ -208,7 +207,6 @@ class TextOnly(nnx.Module):
 KINDS = {"rn": RelationNetwork, "cnn_lstm": CNNLSTM, "text_only": TextOnly}
 
 
-@gin.configurable
 def build(cfg: RNConfig = RNConfig(), rngs: nnx.Rngs | None = None) -> nnx.Module:
     if cfg.kind not in KINDS:
         raise ValueError(f"unknown FigureQA baseline {cfg.kind!r}; choose from {sorted(KINDS)}")
