@@ -113,11 +113,89 @@ def _args(state, meta):
     return ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
 
 
-def restore_params_only(path: str):
-    """Load only `params` from a chartjax checkpoint step folder (for init from a run)."""
-    mgr = ocp.CheckpointManager(
-        os.path.dirname(os.path.abspath(path)), item_names=("state", "meta")
+# -- reading a run's step folder (init from a run, evaluate, convert, infer) --------------------
+
+
+def latest_step(workdir: str) -> int | None:
+    """The latest step saved in `<workdir>/checkpoints`, or None (creates nothing)."""
+    path = os.path.abspath(os.path.join(workdir, "checkpoints"))
+    if not os.path.isdir(path):
+        return None
+    mgr = ocp.CheckpointManager(path, item_names=("state", "meta"))
+    try:
+        return mgr.latest_step()
+    finally:
+        mgr.close()
+
+
+def restore_partial(path: str, target: dict) -> dict:
+    """The items of `target` from the train state of step folder `<dir>/<step>`; what `target`
+    leaves out (e.g. the optimizer moments) is not read. The one reader of a run's step folder
+    besides resume (`Checkpointer.restore`).
+
+    `target`: a subtree of the state with `jax.ShapeDtypeStruct` leaves carrying shardings; it
+    fixes the result's shapes, dtypes, key types (int layer indices, where Orbax alone gives back
+    "0") and placement.
+    """
+    step_dir = os.path.abspath(path)
+    mgr = _reader(step_dir)
+    # Orbax cannot restore an empty subtree (a model without BatchNorm has model_state {}):
+    # such items are put back as they are.
+    empty = {k: v for k, v in target.items() if not jax.tree.leaves(v)}
+    item = {k: v for k, v in target.items() if k not in empty}
+    restore_args = jax.tree.map(lambda a: ocp.ArrayRestoreArgs(sharding=a.sharding), item)
+    try:
+        out = mgr.restore(
+            int(os.path.basename(step_dir)),
+            args=ocp.args.Composite(
+                state=ocp.args.PyTreeRestore(
+                    item=item, restore_args=restore_args, partial_restore=True
+                )
+            ),
+        )
+    finally:
+        mgr.close()
+    return {**out["state"], **empty}
+
+
+def restore_params_only(path: str, target=None) -> dict:
+    """Only `params` of a step folder. `target` as in `restore_partial` (the params subtree);
+    None = the stored shapes and dtypes, on this process's first device."""
+    if target is None:
+        step_dir = os.path.abspath(path)
+        mgr = _reader(step_dir)
+        try:
+            stored = mgr.item_metadata(int(os.path.basename(step_dir)))["state"]
+        finally:
+            mgr.close()
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        target = jax.tree.map(
+            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+            getattr(stored, "tree", stored)["params"],
+        )
+    return restore_partial(path, {"params": target})["params"]
+
+
+def restore_for_prediction(path: str, spec) -> dict:
+    """A train state for prediction from a step folder, placed as `spec` (`state.StateSpec`)
+    says: everything but the optimizer state is read. `spec` must come from a leafless optimizer
+    (`optax.identity()`), whose empty state stands in for the run's."""
+    if jax.tree.leaves(spec.abstract["opt_state"]):
+        raise ValueError("restore_for_prediction: build the spec with optax.identity()")
+    target = {
+        k: jax.tree.map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+            spec.abstract[k],
+            spec.shardings[k],
+        )
+        for k in spec.abstract
+        if k != "opt_state"
+    }
+    return {**restore_partial(path, target), "opt_state": spec.abstract["opt_state"]}
+
+
+def _reader(step_dir: str) -> ocp.CheckpointManager:
+    return ocp.CheckpointManager(
+        os.path.dirname(step_dir),
+        item_handlers={"state": ocp.PyTreeCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()},
     )
-    step = int(os.path.basename(os.path.normpath(path)))
-    restored = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
-    return restored["state"]["params"]

@@ -12,6 +12,11 @@ import os
 import jax
 from flax import nnx
 
+from chartjax.interop import chartjax_ckpt
+from chartjax.interop.chartjax_ckpt import check_shapes
+
+__all__ = ["FORMATS", "apply", "check_shapes", "load_params", "pretrained_state"]
+
 FORMATS = ("random", "t5x", "hf", "chartjax")
 
 
@@ -35,35 +40,11 @@ def load_params(fmt: str, path: str, model_fn) -> dict:
     # chartjax: a train-loop checkpoint step folder (<workdir>/checkpoints/<step>), or a
     # `chartjax-convert` params checkpoint (config.json + params/). Restored into the model's
     # own tree (int layer keys, local device), whatever devices wrote it.
-    from chartjax.interop import chartjax_ckpt
-
     model = nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0)))
     like = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     if os.path.isdir(os.path.join(path, chartjax_ckpt.PARAMS_DIR)):
         return chartjax_ckpt.read_params(path, like)
     return chartjax_ckpt.read_run_params(path, like)
-
-
-def check_shapes(params: dict, abstract: dict, where: str) -> None:
-    got = {
-        jax.tree_util.keystr(k): v.shape for k, v in jax.tree_util.tree_flatten_with_path(params)[0]
-    }
-    want = {
-        jax.tree_util.keystr(k): v.shape
-        for k, v in jax.tree_util.tree_flatten_with_path(abstract)[0]
-    }
-    problems = [f"missing {k} {want[k]}" for k in sorted(set(want) - set(got))]
-    problems += [f"unexpected {k} {got[k]}" for k in sorted(set(got) - set(want))]
-    problems += [
-        f"shape {k}: checkpoint {got[k]} vs model {want[k]}"
-        for k in sorted(set(got) & set(want))
-        if tuple(got[k]) != tuple(want[k])
-    ]
-    if problems:
-        raise ValueError(
-            f"{where} does not fit the model ({len(problems)} problems):\n  "
-            + "\n  ".join(problems)
-        )
 
 
 def apply(state: dict, params: dict, tx, shardings: dict) -> dict:

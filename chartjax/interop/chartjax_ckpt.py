@@ -5,9 +5,9 @@ Params checkpoint (written by `chartjax-convert --to chartjax`, read by infer an
     DIR/params/      Orbax StandardSave of the pure parameter dict
                      (`nnx.to_pure_dict(nnx.state(model, nnx.Param))`, float32)
 
-Train-run step folder (`<workdir>/checkpoints/<step>` or `<workdir>/best/<step>`, written by
-chartjax/checkpoint.py): the whole train state, without a model config. The model is rebuilt from
-`<workdir>/config.gin`, the resolved gin config the run saved (it binds `train.model_fn`).
+Train-run step folder (`<workdir>/checkpoints/<step>` or `<workdir>/best/<step>`, written and
+read by chartjax/checkpoint.py): the whole train state, without a model config. The model config
+is read from `<workdir>/config.gin`, the resolved gin config the run saved (interop/saved_gin.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 
+import jax
 from flax import nnx
 
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
@@ -103,8 +104,6 @@ def _target(like: dict) -> dict:
     A target (rather than none) keeps the model's key types (int layer indices; Orbax alone
     gives back "0") and does not depend on the devices the checkpoint was written from.
     """
-    import jax
-
     dev = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=dev), like)
 
@@ -122,35 +121,42 @@ def read_params(path: str, like: dict) -> dict:
 
 def read_run_params(step_dir: str, like: dict) -> dict:
     """Only the parameters of a train-run step folder (partial restore), shaped like `like`."""
-    import jax
-    import orbax.checkpoint as ocp
+    from chartjax import checkpoint
 
-    step_dir = os.path.abspath(step_dir)
-    target = {"params": _target(like)}
-    restore_args = jax.tree.map(lambda a: ocp.ArrayRestoreArgs(sharding=a.sharding), target)
-    mgr = ocp.CheckpointManager(os.path.dirname(step_dir), item_names=("state", "meta"))
     try:
-        out = mgr.restore(
-            int(os.path.basename(step_dir)),
-            args=ocp.args.Composite(
-                state=ocp.args.PyTreeRestore(
-                    item=target, restore_args=restore_args, partial_restore=True
-                )
-            ),
-        )
+        return checkpoint.restore_params_only(step_dir, _target(like))
     except ValueError as e:
-        raise ValueError(f"{step_dir}: {e}") from None
-    finally:
-        mgr.close()
-    return out["state"]["params"]
+        raise ValueError(f"{os.path.abspath(step_dir)}: {e}") from None
+
+
+def check_shapes(params: dict, abstract: dict, where: str) -> None:
+    """Raise, listing every problem, unless `params` has exactly `abstract`'s names and shapes."""
+    got = {
+        jax.tree_util.keystr(k): v.shape for k, v in jax.tree_util.tree_flatten_with_path(params)[0]
+    }
+    want = {
+        jax.tree_util.keystr(k): v.shape
+        for k, v in jax.tree_util.tree_flatten_with_path(abstract)[0]
+    }
+    problems = [f"missing {k} {want[k]}" for k in sorted(set(want) - set(got))]
+    problems += [f"unexpected {k} {got[k]}" for k in sorted(set(got) - set(want))]
+    problems += [
+        f"shape {k}: checkpoint {got[k]} vs model {want[k]}"
+        for k in sorted(set(got) & set(want))
+        if tuple(got[k]) != tuple(want[k])
+    ]
+    if problems:
+        raise ValueError(
+            f"{where} does not fit the model ({len(problems)} problems):\n  "
+            + "\n  ".join(problems)
+        )
 
 
 def _fill(model, restored: dict, seed: int, where: str):
-    from chartjax import init_checkpoint
     from chartjax.interop import t5x
 
     params = nnx.state(model, nnx.Param)
-    init_checkpoint.check_shapes(restored, nnx.to_pure_dict(params), where)
+    check_shapes(restored, nnx.to_pure_dict(params), where)
     nnx.replace_by_pure_dict(params, restored)
     nnx.update(model, params)
     t5x.fill_rng_state(model, seed)
@@ -170,13 +176,10 @@ def load(path: str, *, seed: int = 0, dtype: str | None = None):
     return _fill(model, restored, seed, path), cfg
 
 
-def run_config(step_dir: str, *, seed: int = 0):
-    """The model config of a train-run step folder, from the run's saved `config.gin`.
-
-    The gin config is parsed in a cleared gin state (unknown configurables skipped: only
-    `train.model_fn` and what it references matter), and cleared again afterwards.
-    """
-    import gin
+def run_config(step_dir: str):
+    """The model config of a train-run step folder, from the run's saved `config.gin` (read as
+    text: the caller's gin state is left as it is)."""
+    from chartjax.interop import saved_gin
 
     workdir = os.path.dirname(os.path.dirname(os.path.abspath(step_dir)))
     gin_file = os.path.join(workdir, RUN_CONFIG)
@@ -185,35 +188,12 @@ def run_config(step_dir: str, *, seed: int = 0):
             f"{step_dir}: a train-run checkpoint, but the run's gin config {gin_file} (which "
             f"names the model) is missing; evaluate it with chartjax-eval and the run's gin files"
         )
-    import chartjax.gin_imports  # noqa: F401  (registers the configurables)
-
-    gin.clear_config()
-    try:
-        gin.parse_config_files_and_bindings(
-            [gin_file], [], skip_unknown=True, finalize_config=False
-        )
-        try:
-            ref = gin.query_parameter("train.model_fn")
-        except ValueError:
-            raise ValueError(f"{gin_file}: binds no train.model_fn") from None
-        fn = getattr(ref, "scoped_configurable_fn", ref)
-        if not callable(fn):
-            raise ValueError(f"{gin_file}: train.model_fn is not a model factory: {ref!r}")
-        abstract = nnx.eval_shape(lambda: fn(rngs=nnx.Rngs(seed)))
-    finally:
-        gin.clear_config()
-    cfg = getattr(abstract, "cfg", None)
-    if not isinstance(cfg, T5Config | Pix2StructConfig):
-        raise ValueError(
-            f"{gin_file}: train.model_fn builds {type(abstract).__name__}, not a "
-            "T5 or Pix2Struct model"
-        )
-    return cfg
+    return saved_gin.model_config(gin_file)
 
 
 def load_run(step_dir: str, *, seed: int = 0, dtype: str | None = None):
     """Read a train-run step folder -> (model, config); only the parameters are restored."""
-    cfg = run_config(step_dir, seed=seed)
+    cfg = run_config(step_dir)
     if dtype is not None:
         cfg = dataclasses.replace(cfg, dtype=dtype)
     model = build_abstract(cfg, seed)

@@ -106,3 +106,81 @@ def test_run_without_config_gin_names_it(saved, tmp_path):
     os.remove(copy / "config.gin")
     with pytest.raises(FileNotFoundError, match="config.gin"):
         formats.read_config(formats.locate(str(copy)))
+
+
+def test_run_config_keeps_the_callers_gin_state(saved):
+    """Reading a run's config.gin neither clears nor changes the caller's gin configuration."""
+    from chartjax.models import configurables  # noqa: F401  (registers T5Config)
+
+    _, _, run = saved
+    gin.clear_config()
+    try:
+        gin.parse_config("T5Config.vocab_size = 7")
+        cfg = formats.read_config(formats.locate(run))
+        assert cfg.vocab_size == VOCAB
+        assert gin.query_parameter("T5Config.vocab_size") == 7
+        assert "Pix2StructConfig" not in gin.config_str()
+    finally:
+        gin.clear_config()
+
+
+SAVED = """
+import chartjax.models.configurables
+
+SIZE = 16
+HEADS = %SIZE_HEADS
+SIZE_HEADS = 2
+train.model_fn = @build_model
+build_model.config = @chartjax.models.T5Config()
+T5Config.vocab_size = 64
+T5Config.emb_dim = %SIZE
+T5Config.num_heads = %HEADS
+T5Config.head_dim = 8
+T5Config.mlp_dim = 32
+T5Config.num_encoder_layers = 1
+T5Config.num_decoder_layers = 1
+T5Config.mlp_activations = ('relu',)
+other/T5Config.vocab_size = 5
+evaluate.model_fn = @other/build_model
+"""
+
+
+def test_saved_gin_resolves_macros_and_module_names(tmp_path):
+    from chartjax.interop import saved_gin
+    from chartjax.models.model_configs import T5Config
+
+    path = tmp_path / "config.gin"
+    path.write_text(SAVED)
+    cfg = saved_gin.model_config(str(path))
+    assert type(cfg) is T5Config  # a plain config, not gin's subclass
+    assert (cfg.vocab_size, cfg.emb_dim, cfg.num_heads, cfg.mlp_activations) == (
+        64,
+        16,
+        2,
+        ("relu",),
+    )
+    # A scoped factory takes its scope's bindings over the unscoped ones.
+    path.write_text(
+        SAVED.replace("train.model_fn = @build_model", "train.model_fn = @other/build_model")
+    )
+    assert saved_gin.model_config(str(path)).vocab_size == 5
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("T5Config.vocab_size = 3\n", "binds no train.model_fn"),
+        ("train.model_fn = @relation_network.build\n", "not a T5 or Pix2Struct model"),
+        ("train.model_fn = @build_model\n", "build_model.config is None"),
+        ("train.model_fn = @build_model\nbuild_model.config = @T5Config()\n", "bad T5Config"),
+        ("train.model_fn = @build_model\nbuild_model.config = %NOPE\n", "NOPE is not defined"),
+    ],
+)
+def test_saved_gin_errors_name_the_file(tmp_path, text, message):
+    from chartjax.interop import saved_gin
+
+    path = tmp_path / "config.gin"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as err:
+        saved_gin.model_config(str(path))
+    assert str(path) in str(err.value)

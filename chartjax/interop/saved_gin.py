@@ -1,0 +1,105 @@
+"""The model config of a train run, read from the resolved gin config it saved
+(`<workdir>/config.gin`, written from `gin.config_str()`), without touching gin's global state.
+
+Parsing the file with gin itself would need `gin.clear_config()` around it and so wipe the
+caller's configuration (a library function must not). Only gin's statement parser is used here:
+it turns the text into binding statements and leaves the registry alone. What a run's model is
+follows from three bindings: `train.model_fn = @build_model`, `build_model.config = @<Config>()`
+and the `<Config>.<field>` bindings (macros and scopes resolved as gin would).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from chartjax.models.model_configs import Pix2StructConfig, T5Config
+
+CONFIGS = {"T5Config": T5Config, "Pix2StructConfig": Pix2StructConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ref:  # `@name` or `@name()`
+    name: str
+    evaluate: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Macro:  # `%NAME`
+    name: str
+
+
+class _Bindings:
+    """`(scope, configurable name) -> {argument: value}` of one gin text."""
+
+    def __init__(self, text: str, where: str):
+        from gin import config_parser
+
+        class Delegate(config_parser.ParserDelegate):
+            def configurable_reference(self, scoped_name, evaluate):
+                return _Ref(scoped_name, evaluate)
+
+            def macro(self, macro_name):
+                return _Macro(macro_name)
+
+        self.where = where
+        self.table: dict[tuple[str, str], dict] = {}
+        for st in config_parser.ConfigParser(text, Delegate()):
+            if isinstance(st, config_parser.BindingStatement):
+                # A configurable may be named with its module (`chartjax.models.T5Config`).
+                name = st.selector.rpartition(".")[2] if st.arg_name else st.selector
+                self.table.setdefault((st.scope, name), {})[st.arg_name] = st.value
+
+    def args(self, name: str, scopes: tuple[str, ...]) -> dict:
+        """The arguments bound to configurable `name` under the active `scopes` (outer first)."""
+        out = dict(self.table.get(("", name), {}))
+        for k in range(1, len(scopes) + 1):
+            out.update(self.table.get(("/".join(scopes[:k]), name), {}))
+        return {k: self.resolve(v) for k, v in out.items()}
+
+    def resolve(self, value):
+        if isinstance(value, _Macro):
+            scope, _, name = value.name.rpartition("/")
+            macro = self.table.get((scope, name), {})
+            if "" not in macro:
+                raise ValueError(f"{self.where}: macro %{value.name} is not defined")
+            return self.resolve(macro[""])
+        if isinstance(value, list | tuple):
+            return type(value)(self.resolve(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        return value
+
+
+def _split(ref: _Ref) -> tuple[tuple[str, ...], str]:
+    *scopes, name = ref.name.split("/")
+    return tuple(scopes), name.rpartition(".")[2]
+
+
+def model_config(gin_file: str) -> T5Config | Pix2StructConfig:
+    """The T5 / Pix2Struct config that `train.model_fn` of the saved `gin_file` builds."""
+    with open(gin_file) as f:
+        bindings = _Bindings(f.read(), gin_file)
+    model_fn = bindings.args("train", ()).get("model_fn")
+    if model_fn is None:
+        raise ValueError(f"{gin_file}: binds no train.model_fn")
+    if not isinstance(model_fn, _Ref):
+        raise ValueError(f"{gin_file}: train.model_fn is not a model factory: {model_fn!r}")
+    scopes, factory = _split(model_fn)
+    if factory != "build_model":
+        raise ValueError(
+            f"{gin_file}: train.model_fn is @{model_fn.name}, not a T5 or Pix2Struct model "
+            "(@build_model)"
+        )
+    config = bindings.args("build_model", scopes).get("config")
+    if not isinstance(config, _Ref) or _split(config)[1] not in CONFIGS:
+        raise ValueError(
+            f"{gin_file}: build_model.config is {config!r}, not @T5Config() or @Pix2StructConfig()"
+        )
+    inner, name = _split(config)
+    fields = bindings.args(name, scopes + inner)
+    if any(isinstance(v, _Ref | _Macro) for v in fields.values()):
+        raise ValueError(f"{gin_file}: {name} binds a configurable reference: {fields}")
+    try:
+        return CONFIGS[name](**fields)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{gin_file}: bad {name} ({e})") from None
