@@ -184,3 +184,46 @@ def test_saved_gin_errors_name_the_file(tmp_path, text, message):
     with pytest.raises(ValueError, match=message) as err:
         saved_gin.model_config(str(path))
     assert str(path) in str(err.value)
+
+
+def test_restore_for_prediction_reads_all_but_the_optimizer(tmp_path):
+    """A saved Adam run state comes back under an identity-optimizer spec, placed as the spec
+    says (fsdp over 8 devices), with BatchNorm statistics, step and rng; params alone too."""
+    import optax
+
+    from chartjax import mesh as mesh_lib
+    from chartjax import state as state_lib
+    from chartjax.models import relation_network as rn
+
+    cfg = rn.RNConfig(vocab_size=16, image_size=16, conv_layers=2, conv_channels=8, g_dim=16)
+    mesh = mesh_lib.make_mesh((-1, 1))
+    rules = mesh_lib.axis_rules("fsdp")
+
+    def model_fn(rngs):
+        return rn.build(cfg, rngs=rngs)
+
+    _, init = state_lib.create(model_fn, optax.adam(1e-3), mesh, rules, seed=1)
+    state = dict(init(), step=jax.numpy.int32(7))
+    ck = ckpt_lib.Checkpointer(str(tmp_path))
+    ck.save(7, state, {"step": 7}, force=True)
+    ck.close()
+    assert ckpt_lib.latest_step(str(tmp_path)) == 7
+    assert ckpt_lib.latest_step(str(tmp_path / "none")) is None
+    assert not os.path.exists(tmp_path / "none")
+
+    spec, _ = state_lib.create(model_fn, optax.identity(), mesh, rules, seed=2)
+    step_dir = str(tmp_path / "checkpoints" / "7")
+    got = ckpt_lib.restore_for_prediction(step_dir, spec)
+    assert sorted(got) == sorted(state) and not jax.tree.leaves(got["opt_state"])
+    assert int(got["step"]) == 7
+    for k in ("params", "model_state", "rng"):
+        _assert_same(got[k], state[k])
+        assert jax.tree.map(lambda a: a.sharding, got[k]) == spec.shardings[k]
+    assert jax.tree.leaves(got["model_state"])  # BatchNorm statistics
+    flat = sorted(np.asarray(v).sum() for v in jax.tree.leaves(state["params"]))
+    alone = ckpt_lib.restore_params_only(step_dir)  # no target: the stored tree
+    assert sorted(np.asarray(v).sum() for v in jax.tree.leaves(alone)) == flat
+    with pytest.raises(ValueError, match="optax.identity"):
+        ckpt_lib.restore_for_prediction(
+            step_dir, state_lib.create(model_fn, optax.adam(1e-3), mesh, rules, 0)[0]
+        )
