@@ -3,7 +3,8 @@
 Hand-written: the official scripts are not packages and crash on several inputs. Inputs are the
 official per-image JSON objects, ``{id: parsed json}`` for ground truth and predictions (a
 prediction needs only ``{"task<N>": {"output": ...}}``). Tasks 6a/6b are in
-``chart_info_series.py`` and re-exported here.
+``chart_info_series.py`` and re-exported here; the input helpers both share (``compat`` modes,
+``task_output``, ...) are in ``chart_info_inputs.py`` and re-exported too.
 
 ``compat``:
 - ``"spec"`` (default): the documented definitions; cases the scripts crash on are scored by
@@ -26,44 +27,32 @@ from typing import Any
 import editdistance
 import numpy as np
 
+from chartjax.metrics.chart_info_inputs import (
+    COMPAT_MODES,
+    annotated,
+    check_compat,
+    check_ids,
+    task_output,
+)
 from chartjax.metrics.chart_info_series import task6a, task6b
 from chartjax.metrics.scores import Scores
 
-__all__ = ["COMPAT_MODES", "task1", "task2", "task3", "task4", "task5", "task6a", "task6b"]
+__all__ = [
+    "COMPAT_MODES",
+    "annotated",
+    "check_compat",
+    "check_ids",
+    "task1",
+    "task2",
+    "task3",
+    "task4",
+    "task5",
+    "task6a",
+    "task6b",
+    "task_output",
+]
 
-COMPAT_MODES = ("spec", "icdar2019", "chartinfo2020")
 SYNTH_ROLES = ("legend_label", "chart_title", "tick_label", "axis_title")
-
-
-def check_compat(compat: str) -> None:
-    if compat not in COMPAT_MODES:
-        raise ValueError(f"compat must be one of {COMPAT_MODES}, got {compat!r}")
-
-
-def task_output(obj: Mapping[str, Any] | None, task: str) -> Any:
-    """``obj[task]["output"]``, or None when the task is absent, null or empty."""
-    if not isinstance(obj, Mapping):
-        return None
-    entry = obj.get(task)
-    if entry is None and task == "task4":
-        entry = obj.get("task1.4")  # the 2022 PMC key for axis analysis
-    if not isinstance(entry, Mapping):
-        return None
-    out = entry.get("output")
-    return out if out else None
-
-
-def annotated(gt: Mapping[str, Any], task: str) -> tuple[dict[str, Any], int]:
-    """Ground-truth outputs of the images that annotate ``task``, and how many do not."""
-    outputs = {k: task_output(v, task) for k, v in gt.items()}
-    kept = {k: v for k, v in outputs.items() if v is not None}
-    return kept, len(outputs) - len(kept)
-
-
-def check_ids(gt: Mapping[str, Any], pred: Mapping[str, Any]) -> None:
-    extra = sorted(set(pred) - set(gt))
-    if extra:
-        raise ValueError(f"{len(extra)} prediction id(s) not in the ground truth, e.g. {extra[:5]}")
 
 
 def _f(p: float, r: float) -> float:

@@ -27,17 +27,12 @@ import numpy as np
 from scipy import optimize
 from scipy.spatial import distance as spd
 
+from chartjax.metrics.chart_info_inputs import annotated, check_compat, check_ids, task_output
 from chartjax.metrics.scores import Scores
 
 __all__ = ["task6a", "task6b"]
 
 BOX_STATS = ("first_quartile", "max", "min", "median", "third_quartile")
-
-
-def _out(obj, task):  # local copy of chart_info.task_output (no circular import)
-    entry = obj.get(task) if isinstance(obj, Mapping) else None
-    out = entry.get("output") if isinstance(entry, Mapping) else None
-    return out if out else None
 
 
 def _num(value: Any) -> float | None:
@@ -265,8 +260,6 @@ def task6b(
     gamma: float = 1.0,
 ) -> Scores:
     """Data-series extraction score (plus name and data scores outside ``icdar2019``)."""
-    from chartjax.metrics.chart_info import annotated, check_compat, check_ids
-
     check_compat(compat)
     check_ids(gt, pred)
     truths, skipped = annotated(gt, "task6")
@@ -275,9 +268,9 @@ def task6b(
         raise ValueError("task6b: nothing to score")
     per_image, types = {}, {}
     for image_id in ids:
-        chart_type = str((_out(gt[image_id], "task1") or {}).get("chart_type", "unknown"))
+        chart_type = str((task_output(gt[image_id], "task1") or {}).get("chart_type", "unknown"))
         types[image_id] = chart_type.lower()
-        res = _out(pred.get(image_id), "task6")
+        res = task_output(pred.get(image_id), "task6")
         if res is None:
             per_image[image_id] = (0.0, 0.0, 0.0)
             continue
@@ -438,8 +431,6 @@ def task6a(
     compat: str = "spec",
 ) -> Scores:
     """Plot-element detection score; ``image_sizes`` ``{id: (w, h)}`` is needed by the spec."""
-    from chartjax.metrics.chart_info import annotated, check_compat, check_ids
-
     check_compat(compat)
     if compat == "icdar2019":
         raise ValueError(
@@ -451,13 +442,15 @@ def task6a(
     for image_id, output in truths.items():
         if compat != "spec" and image_id not in pred:
             continue
-        chart_type = str((_out(gt[image_id], "task1") or {}).get("chart_type", "unknown")).lower()
+        chart_type = str(
+            (task_output(gt[image_id], "task1") or {}).get("chart_type", "unknown")
+        ).lower()
         kind = next((k for key, k in _ELEMENTS if key in chart_type), None)
         if kind is None:
             other += 1  # pies, areas, ...: no plot elements defined
             continue
         types[image_id] = chart_type
-        res = (_out(pred.get(image_id), "task6") or {}).get("visual elements")
+        res = (task_output(pred.get(image_id), "task6") or {}).get("visual elements")
         if res is None:
             per_image[image_id] = (0.0,)
             continue
