@@ -1,0 +1,237 @@
+"""The module import graph of chartjax/ (tools/ as chartjax.tools, gin_configs/ as data) and
+tfds_builders/ has no cycles, and the model modules run where neither gin nor TensorFlow is
+installed (the lent GPU machine, DESIGN.md §7).
+
+The graph is read from the source with `ast`, so it sees every import, including those inside
+functions: a cycle that is hidden behind a function-level import still ties two modules together
+(neither can be understood, tested or moved without the other).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# Source folder -> package name as installed (setup.py maps tools/ and gin_configs/).
+TREES = {
+    "chartjax": "chartjax",
+    "tools": "chartjax.tools",
+    "gin_configs": "chartjax.gin_configs",
+    "tfds_builders": "tfds_builders",
+}
+
+# Cycles still present in files being rewritten (gin_imports <-> the loops; the task registry
+# <-> the task modules), one per line as the chain of modules under chartjax/, from the smallest
+# name. Delete a line when its cycle is gone; a cycle not listed here fails the test.
+_KNOWN_CHAINS = """
+config gin_imports evaluate
+config gin_imports train
+config gin_imports train evaluate
+tasks.chart_info tasks.deplot tasks.registry
+tasks.chart_info tasks.deplot tasks.seq2seq tasks.registry
+tasks.chart_info tasks.registry
+tasks.chart_info tasks.seq2seq tasks.registry
+tasks.chart_to_text tasks.chartcheck tasks.registry
+tasks.chart_to_text tasks.chartcheck tasks.seq2seq tasks.registry
+tasks.chart_to_text tasks.registry
+tasks.chart_to_text tasks.seq2seq tasks.registry
+tasks.chartcheck tasks.registry
+tasks.chartcheck tasks.seq2seq tasks.registry
+tasks.deplot tasks.registry
+tasks.deplot tasks.seq2seq tasks.registry
+tasks.figureqa tasks.registry
+tasks.registry tasks.seq2seq_synthetic
+tasks.registry tasks.synthetic
+"""
+KNOWN = frozenset(
+    " -> ".join(f"chartjax.{m}" for m in [*line.split(), line.split()[0]])
+    for line in _KNOWN_CHAINS.strip().splitlines()
+)
+
+# Modules that must import neither gin nor TensorFlow; configurables is the models' gin edge.
+GIN_FREE_PACKAGES = ("chartjax.models",)
+GIN_FREE_MODULES = ("chartjax.sharding",)
+GIN_EDGE = ("chartjax.models.configurables",)
+FORBIDDEN = ("gin", "tensorflow", "tensorflow_datasets")
+
+
+def find_modules(root: Path, trees: dict[str, str]) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file under the source folders."""
+    modules = {}
+    for folder, package in trees.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join([package, *parts])] = path
+    return modules
+
+
+def _alias(name: str, trees: dict[str, str]) -> str:
+    """`tools.x` (the source folder's name) is the installed `chartjax.tools.x`."""
+    head, _, rest = name.partition(".")
+    if head in trees and trees[head] != head:
+        return trees[head] + ("." + rest if rest else "")
+    return name
+
+
+def imports_of(module: str, path: Path, modules, trees) -> set[str]:
+    """The project modules `module` imports, anywhere in the file."""
+    is_package = path.name == "__init__.py"
+    targets = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets += [_alias(a.name, trees) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the module's package, `level - 1` levels up
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = _alias(node.module, trees)
+            # `from x import y`: y may be a submodule (an edge to x.y) or a name in x.
+            targets += [
+                f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                for a in node.names
+            ]
+    out = set()
+    for target in targets:
+        while target and target not in modules:  # `import a.b.fn`-like names: the module
+            target = target.rpartition(".")[0]
+        if target and target != module:
+            out.add(target)
+    return out
+
+
+def import_graph(root: Path = REPO, trees: dict[str, str] = TREES) -> dict[str, set[str]]:
+    modules = find_modules(root, trees)
+    return {m: imports_of(m, p, modules, trees) for m, p in modules.items()}
+
+
+def _components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(comp)
+    return out
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every elementary cycle, as `a -> b -> a` starting at its smallest module name."""
+    chains = []
+    for comp in _components(graph):
+        for start in sorted(comp):
+            later = {m for m in comp if m >= start}
+            paths = [[start]]
+            while paths:
+                path = paths.pop()
+                for w in sorted(graph[path[-1]] & later):
+                    if w == start:
+                        chains.append(" -> ".join(path + [start]))
+                    elif w not in path:
+                        paths.append(path + [w])
+    return sorted(chains)
+
+
+def test_graph_sees_function_level_relative_and_submodule_imports(tmp_path):
+    """The graph builder on a made-up tree: each kind of import closes a cycle it must see."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "def f():\n    from pkg import b\n",  # function level, y a submodule
+        "pkg/b.py": "from .sub import c\n",  # relative
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/c.py": "from .. import a\nimport pkg.d\n",  # parent-relative; dotted import
+        "pkg/d.py": "from pkg.a import f\n",  # y a name in the module
+        "tools/t.py": "import tools.u\n",  # the source folder's name, mapped
+        "tools/u.py": "from pkg.tools import t\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(tmp_path, {"pkg": "pkg", "tools": "pkg.tools"})
+    assert graph["pkg.a"] == {"pkg.b"}
+    assert graph["pkg.sub.c"] == {"pkg.a", "pkg.d"}
+    assert graph["pkg.d"] == {"pkg.a"}
+    assert find_cycles(graph) == [
+        "pkg.a -> pkg.b -> pkg.sub.c -> pkg.a",
+        "pkg.a -> pkg.b -> pkg.sub.c -> pkg.d -> pkg.a",
+        "pkg.tools.t -> pkg.tools.u -> pkg.tools.t",
+    ]
+
+
+def test_no_new_import_cycles():
+    graph = import_graph()
+    assert "chartjax.models.t5" in graph and "tfds_builders.chart_info.chart_info" in graph
+    assert "chartjax.tools.score" in graph
+    cycles = find_cycles(graph)
+    print(f"{len(cycles)} import cycles ({len(set(cycles) & KNOWN)} known):")
+    for chain in cycles:
+        print(("  known " if chain in KNOWN else "  NEW   ") + chain)
+    gone = sorted(KNOWN - set(cycles))
+    if gone:
+        print("known cycles now gone (delete them from KNOWN):\n  " + "\n  ".join(gone))
+    new = [c for c in cycles if c not in KNOWN]
+    assert not new, f"{len(new)} new import cycle(s):\n  " + "\n  ".join(new)
+
+
+def test_models_and_sharding_import_neither_gin_nor_tensorflow():
+    modules = sorted(
+        m
+        for m in find_modules(REPO, TREES)
+        if (m in GIN_FREE_MODULES or m.startswith(tuple(p + "." for p in GIN_FREE_PACKAGES)))
+        and m not in GIN_EDGE
+    )
+    assert "chartjax.models.t5" in modules and "chartjax.sharding" in modules
+    script = textwrap.dedent(
+        f"""
+        import importlib, sys
+        for name in {modules!r}:
+            importlib.import_module(name)
+        bad = sorted(
+            m for m in sys.modules
+            if any(m == f or m.startswith(f + ".") for f in {FORBIDDEN!r})
+        )
+        print("FORBIDDEN", bad)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert "FORBIDDEN []" in run.stdout, run.stdout
