@@ -56,11 +56,3 @@ def find_gin_file(name: str) -> str:
     if os.path.exists(os.path.join(GIN_DIR, inner)):
         return os.path.join(GIN_DIR, inner)
     raise FileNotFoundError(f"gin file {name!r} not found (also looked in {GIN_DIR})")
-
-
-def save_config(workdir: str, text: str, name: str = "config.gin") -> None:
-    import jax
-
-    if jax.process_index() == 0:
-        with open(os.path.join(workdir, name), "w") as f:
-            f.write(text)

@@ -1,7 +1,7 @@
 """Evaluation: predict -> postprocess -> metrics -> metrics.json, predictions.jsonl, plots.
 
-    chartjax-eval --gin_file=gin_configs/tasks/figureqa_rn.gin --workdir=runs/rn \
-        [--checkpoint=runs/rn/checkpoints/1200] [--split=validation2]
+    chartjax-eval --gin_file=gin_configs/tasks/<recipe>.gin --workdir=runs/<name> \
+        [--checkpoint=runs/<name>/checkpoints/1200] [--split=<split>]
 
 Padded rows (`_mask` False) are dropped before anything is scored. On multi-host runs each
 process writes its rows to a part file and process 0 scores the union.
@@ -15,15 +15,18 @@ import os
 import gin
 import jax
 import numpy as np
+import optax
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec
 
-from chartjax import host_memory
+from chartjax import checkpoint as ckpt_lib
+from chartjax import init_checkpoint
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
-from chartjax.metrics import report
-from chartjax.tasks import registry
+from chartjax.metrics import prediction_files, report
+from chartjax.tasks import catalog
+from chartjax.tasks.task import Task
 
 
 def make_predict_fn(model_def, task, state_shardings, mesh):
@@ -41,7 +44,7 @@ def make_predict_fn(model_def, task, state_shardings, mesh):
 
 
 def evaluate_split(
-    task: registry.Task,
+    task: Task,
     model_def: state_lib.ModelDef,
     state,
     mesh,
@@ -57,27 +60,24 @@ def evaluate_split(
     pid, nproc = jax.process_index(), jax.process_count()
     if predict is None:
         predict = make_predict_fn(model_def, task, jax.tree.map(lambda x: x.sharding, state), mesh)
-    local = global_batch_size // nproc
-    rows: dict[str, list] = {}
-    for batch in task.eval_batches(split, global_batch_size, pid, nproc):
+    local = pipeline.local_batch_size(global_batch_size, nproc)
+    columns: dict[str, list] = {}
+    for batch in pipeline.eval_batches(task, split, global_batch_size, pid, nproc):
         inputs = pipeline.to_global(batch, mesh, rules, task.model_inputs)
         preds = np.asarray(jax.device_get(predict(state, inputs)))
         mine = preds[pid * local : (pid + 1) * local]  # replicated output: take our rows
         keep = np.asarray(batch["_mask"], bool)
-        rows.setdefault("_prediction", []).append(mine[keep])
+        columns.setdefault("_prediction", []).append(mine[keep])
         for k, v in batch.items():
-            if k not in task.model_inputs or k in task.score_inputs:
-                rows.setdefault(k, []).append(np.asarray(v)[keep])
-    local_cols = {k: np.concatenate(v) for k, v in rows.items()}
-    cols = _gather_to_process0(local_cols, out_dir, split, step)
+            if k != "_mask" and (k not in task.model_inputs or k in task.host_inputs):
+                columns.setdefault(k, []).append(np.asarray(v)[keep])
+    cols = _gather_to_process0(
+        {k: np.concatenate(v) for k, v in columns.items()}, out_dir, split, step
+    )
     if pid != 0:
         return {"metrics": {}}
     predictions = cols.pop("_prediction")
-    cols.pop("_mask", None)
-    scored = task.score(predictions, cols, split)
-    metrics, breakdowns, pred_rows = scored[:3]
-    # seq2seq tasks also name the metrics they could not compute and the metric signatures.
-    extra = scored[3] if len(scored) > 3 else {}
+    scores, rows = task.evaluate(predictions, cols, split)
     split_dir = os.path.join(out_dir, split, f"step_{step}")
     os.makedirs(split_dir, exist_ok=True)
     obj = report.build_metrics(
@@ -85,18 +85,18 @@ def evaluate_split(
         split=split,
         step=step,
         num_examples=len(predictions),
-        metrics=metrics,
-        breakdowns=breakdowns,
-        unavailable=extra.get("unavailable"),
+        metrics=scores.metrics,
+        breakdowns=scores.breakdowns,
+        unavailable=scores.unavailable,
         provenance=report.provenance(
-            config_text=gin.config_str(), checkpoint=checkpoint, libraries=extra.get("libraries")
+            config_text=gin.config_str(), checkpoint=checkpoint, libraries=scores.libraries
         ),
     )
     report.write_metrics(os.path.join(split_dir, "metrics.json"), obj)
-    report.write_jsonl(os.path.join(split_dir, "predictions.jsonl"), pred_rows)
+    prediction_files.write_jsonl(os.path.join(split_dir, "predictions.jsonl"), rows)
     plot_groups = {
         k: v
-        for k, v in breakdowns.items()
+        for k, v in scores.breakdowns.items()
         if k not in ("confusion_matrix", "confusion") and any("accuracy" in g for g in v.values())
     }
     if plot_groups:
@@ -105,7 +105,7 @@ def evaluate_split(
             os.path.join(split_dir, "accuracy_by_group.png"),
             title=f"{task.name} {split} @ step {step}",
         )
-    return {"metrics": metrics, "breakdowns": breakdowns, "dir": split_dir}
+    return {"metrics": scores.metrics, "breakdowns": scores.breakdowns, "dir": split_dir}
 
 
 def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict:
@@ -141,43 +141,31 @@ def evaluate(
 ) -> dict:
     """Restores a checkpoint (latest in workdir by default) and evaluates the task's splits.
 
-    Zero- and few-shot rows have no training run: with `init_format` t5x/hf/chartjax (the
-    `init/*.gin` files bind it) and no checkpoint in `workdir`, the pretrained weights are
-    evaluated as they are, at step 0.
+    Only what prediction reads is restored (parameters, model state such as BatchNorm
+    statistics, the step): no optimizer is built. Zero- and few-shot rows have no training run:
+    with `init_format` t5x/hf/chartjax (the `init/*.gin` files bind it) and no checkpoint in
+    `workdir`, the pretrained weights are evaluated as they are, at step 0.
     """
-    from chartjax import checkpoint as ckpt_lib
-    from chartjax import init_checkpoint, optim
-
     mesh_lib.initialize_distributed()
     mesh = mesh_lib.make_mesh(mesh_shape)
     axis_rules = mesh_lib.axis_rules(rules)
-    the_task = registry.get_task(task)
-    tx, _ = optim.make_optimizer()
-    spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
-    ckpt = None
-    if checkpoint:
-        ckpt_dir, step = (
-            os.path.dirname(os.path.normpath(checkpoint)),
-            int(os.path.basename(os.path.normpath(checkpoint))),
-        )
-        ckpt = ckpt_lib.Checkpointer(os.path.dirname(ckpt_dir))
-    else:
-        ckpt = ckpt_lib.Checkpointer(workdir)
-        step = ckpt.latest_step()
-        if step is None:
-            ckpt.close()
-            ckpt = None
-    if ckpt is None and init_format == "random":
+    the_task = catalog.get_task(task)
+    spec, init_fn = state_lib.create(model_fn, optax.identity(), mesh, axis_rules, seed)
+    if checkpoint is None:
+        step = ckpt_lib.latest_step(workdir)
+        if step is not None:
+            checkpoint = os.path.join(workdir, "checkpoints", str(step))
+    if checkpoint is None and init_format == "random":
         raise FileNotFoundError(
             f"no checkpoint in {os.path.join(workdir, 'checkpoints')} "
             f"and no pretrained init (init/*.gin) to evaluate"
         )
-    if ckpt is not None:
-        state, _ = ckpt.restore(spec.abstract, spec.shardings, step=step)
-        source = os.path.join(ckpt.dir, str(step))
+    if checkpoint is not None:
+        state = ckpt_lib.restore_for_prediction(checkpoint, spec)
+        step, source = int(state["step"]), os.path.abspath(checkpoint)
     else:
         state = init_checkpoint.pretrained_state(
-            init_format, init_path, model_fn, spec, init_fn, tx
+            init_format, init_path, model_fn, spec, init_fn, optax.identity()
         )
         step, source = 0, f"{init_format}:{init_path}"
     os.makedirs(workdir, exist_ok=True)
@@ -198,20 +186,4 @@ def evaluate(
                 checkpoint=source,
                 predict=predict,
             )
-    if ckpt is not None:
-        ckpt.close()
     return results
-
-
-def main(argv=None):
-    from chartjax import config as config_lib
-
-    def extra(p):
-        p.add_argument("--checkpoint", default=None, help="a checkpoint step folder")
-        p.add_argument("--split", action="append", default=None)
-
-    args = config_lib.parse_flags(argv, description=__doc__, extra=extra)
-    host_memory.keep_freed_memory()
-    for split, out in evaluate(args.workdir, args.checkpoint, args.split).items():
-        if out.get("metrics"):
-            print(split, {k: round(v, 4) for k, v in out["metrics"].items()}, out["dir"])

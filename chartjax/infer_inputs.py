@@ -1,15 +1,10 @@
 """What `chartjax-infer` reads: images, folders, a JSONL file of named fields, or a TFDS split,
-turned into examples `(id, prompt, image, target)` with each task's prompt.
+turned into examples `(id, prompt, image, target)` with the task's prompt.
 
-Prompts (the header rendered above the chart for image tasks, the encoder text for `text`):
-  deplot      "Generate underlying data table of the figure below:" (DePlot README; models.md §2.1)
-  chartqa     the question: `--header`, or the `question` (or `query`) field
-  chartcheck  ChartCheck's MatCha prompt from the `caption` and `claim` fields (corpora.md §1.8;
-              the prompt strings are chartjax/tasks/chartcheck.py's)
-  caption, summary   no header
-  text        `--template` over the JSONL / TFDS fields (required)
-`--header` replaces the prompt of every example by its literal text; `--template` (a Python
-format string over the fields, or a name in TEMPLATES) replaces the task's default prompt.
+The task (an InferenceSpec of chartjax/tasks/catalog.py) says which prompt it uses by default,
+its named prompts, and where a TFDS split keeps the reference. `--header` replaces the prompt of
+every example by its literal text; `--template` (a Python format string over the input fields,
+or a named prompt of any task) replaces the task's default prompt.
 """
 
 from __future__ import annotations
@@ -20,45 +15,11 @@ import os
 import string
 from collections.abc import Iterator
 
-from chartjax.data import tables
-from chartjax.metrics import report
-from chartjax.tasks import chartcheck as cc
+from chartjax.data import sources, tables
+from chartjax.metrics import prediction_files
+from chartjax.tasks.task import InferenceSpec
 
-IMAGE_TASKS = ("deplot", "chartqa", "chartcheck", "caption", "summary")
-TASKS = (*IMAGE_TASKS, "text")
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
-
-DEPLOT_PROMPT = "Generate underlying data table of the figure below:"
-CHARTCHECK_PROMPT = cc.MATCHA_CLASS
-# Named --template values. The ChartCheck prompts are the task module's (the authors' code), so
-# inference sees the prompts the recipes train with; {table} is DePlot's table text.
-TEMPLATES = {
-    "deplot": DEPLOT_PROMPT,
-    "chartqa": "{question}",
-    "chartcheck": cc.MATCHA_CLASS,  # MatCha classification -> Yes / No
-    "chartcheck_explain": cc.MATCHA_CLASS + cc.EXPLAIN_WHY,  # MatCha multi-task
-    "chartcheck_flan_class": cc.FLAN_CLASS,  # Flan-T5: claim, caption, table -> true / false
-    "chartcheck_flan_multi": cc.FLAN_MULTI,  # -> "true. <explanation>"
-    "chartcheck_flan_explain": cc.FLAN_EXPLAIN,  # claim, label, caption, table -> explanation
-}
-DEFAULT_TEMPLATE = {
-    "deplot": "deplot",
-    "chartqa": "chartqa",
-    "chartcheck": "chartcheck",
-    "caption": "",
-    "summary": "",
-    "text": None,
-}
-# Reference field per task in TFDS splits (used when present; --target_field overrides).
-DEFAULT_TARGET = {
-    "deplot": "table.linearized",
-    "chartqa": "answer",
-    "chartcheck": "label",
-    "caption": "caption",
-    "summary": "summary",
-    "text": None,
-}
-ALIASES = {"question": ("query",)}  # ChartQA's own files call the question `query`
 
 
 class InputError(ValueError):
@@ -78,15 +39,16 @@ class Example:
 # ------------------------------------------------------------------------ prompts -----------
 
 
-def resolve_template(task: str, template: str | None) -> str | None:
-    """The format string of `task`: `--template` (a name or a format string) or the default."""
-    t = template if template is not None else DEFAULT_TEMPLATE[task]
+def resolve_template(spec: InferenceSpec, template: str | None, templates: dict) -> str:
+    """The format string of the task: `--template` (a name in `templates` or a format string)
+    or the task's default."""
+    t = template if template is not None else spec.default_template
     if t is None:
         raise InputError(
-            "--task text needs --template (a format string over the input fields, "
-            f"or one of: {', '.join(sorted(TEMPLATES))})"
+            f"--task {spec.name} needs --template (a format string over the input fields, "
+            f"or one of: {', '.join(sorted(templates))})"
         )
-    t = TEMPLATES.get(t, t)
+    t = templates.get(t, t)
     try:
         template_fields(t)
     except ValueError as e:
@@ -106,7 +68,7 @@ def template_fields(template: str) -> list[str]:
 
 
 def field_text(value) -> str:
-    """A field as prompt text: tables as DePlot-linearized text, other non-strings as JSON."""
+    """A field as prompt text: tables as linearized text (chartjax.data.tables), other non-strings as JSON."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "header" in value and "rows" in value:
@@ -114,10 +76,10 @@ def field_text(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def render_prompt(template: str, fields: dict, where: str) -> str:
+def render_prompt(template: str, fields: dict, where: str, aliases=None) -> str:
     values = {}
     for name in template_fields(template):
-        keys = (name, *ALIASES.get(name, ()))
+        keys = (name, *(aliases or {}).get(name, ()))
         key = next((k for k in keys if k in fields), None)
         if key is None:
             raise InputError(
@@ -167,12 +129,12 @@ def image_files(paths: list[str]) -> list[tuple[str, str]]:
 
 
 def from_images(
-    paths: list[str], task: str, template: str, header: str | None
+    paths: list[str], spec: InferenceSpec, template: str, header: str | None
 ) -> tuple[Iterator[Example], int]:
     files = image_files(paths)
     if header is None and template_fields(template):
         raise InputError(
-            f"--task {task} with --images needs --header (the prompt's fields "
+            f"--task {spec.name} with --images needs --header (the prompt's fields "
             f"{template_fields(template)} come from --inputs JSONL or --tfds)"
         )
     prompt = header if header is not None else template
@@ -185,7 +147,7 @@ def from_images(
 
 
 def from_jsonl(
-    path: str, task: str, template: str, header: str | None, target_field: str | None
+    path: str, spec: InferenceSpec, template: str, header: str | None, target_field: str | None
 ) -> tuple[Iterator[Example], int]:
     """Rows `{"id", "image"?, <fields>}`; a relative `image` path is relative to the file."""
     if not os.path.isfile(path):
@@ -193,7 +155,7 @@ def from_jsonl(
     base = os.path.dirname(os.path.abspath(path))
     examples, seen = [], {}
     try:
-        rows = list(report.iter_jsonl(path))
+        rows = list(prediction_files.iter_jsonl(path))
     except ValueError as e:  # names file and line
         raise InputError(str(e)) from None
     for lineno, row in rows:
@@ -205,11 +167,15 @@ def from_jsonl(
             raise InputError(f"{where}: duplicate id {id_!r} (first on line {seen[id_]})")
         seen[id_] = lineno
         image = None
-        if task in IMAGE_TASKS:
+        if spec.modality == "image":
             if not isinstance(row.get("image"), str):
-                raise InputError(f"{where}: --task {task} needs an 'image' path in each row")
+                raise InputError(f"{where}: --task {spec.name} needs an 'image' path in each row")
             image = os.path.join(base, row["image"])
-        prompt = header if header is not None else render_prompt(template, row, where)
+        prompt = (
+            header
+            if header is not None
+            else render_prompt(template, row, where, spec.field_aliases)
+        )
         target = None
         if target_field:
             if target_field not in row:
@@ -230,7 +196,7 @@ def parse_tfds_spec(spec: str) -> tuple[str, str]:
     """ "name[/config]:split" -> (name, split); the split may be a slice ("test[:10]")."""
     name, sep, split = spec.partition(":")
     if not sep or not name or not split:
-        raise InputError(f"--tfds {spec!r}: expected NAME[/CONFIG]:SPLIT, e.g. chartcheck:test_two")
+        raise InputError(f"--tfds {spec!r}: expected NAME[/CONFIG]:SPLIT, e.g. NAME:test")
     return name, split
 
 
@@ -246,33 +212,32 @@ def _feature_keys(features) -> dict:
 
 
 def from_tfds(
-    spec: str, data_dir: str, task: str, template: str, header: str | None, target_field: str | None
+    tfds_spec: str,
+    data_dir: str,
+    spec: InferenceSpec,
+    template: str,
+    header: str | None,
+    target_field: str | None,
 ) -> tuple[Iterator[Example], int | None]:
-    import tensorflow_datasets as tfds
-
-    from chartjax.data import pipeline
-    from chartjax.tasks import seq2seq
-
-    name, split = parse_tfds_spec(spec)
-    builder_dir = pipeline.tfds_builder_dir(name, data_dir)
-    builder = tfds.builder_from_directory(builder_dir)
-    keys = _feature_keys(builder.info.features)
-    image_key = "image" if task in IMAGE_TASKS else None
+    name, split = parse_tfds_spec(tfds_spec)
+    image_key = "image" if spec.modality == "image" else None
+    source = sources.TfdsSource(name, data_dir, image_key=image_key)
+    keys = _feature_keys(source.builder().info.features)
     if image_key and image_key not in keys:
-        raise InputError(f"{builder_dir}: no 'image' feature for image task {task!r}")
+        raise InputError(f"{source.builder_dir}: no 'image' feature for image task {spec.name!r}")
+    aliases = spec.field_aliases
     need = [] if header is not None else template_fields(template)
-    missing = [k for k in need if k not in keys and not any(a in keys for a in ALIASES.get(k, ()))]
+    missing = [k for k in need if k not in keys and not any(a in keys for a in aliases.get(k, ()))]
     if missing:
         raise InputError(
             f"{name}: the prompt needs features {missing}; the dataset has {sorted(keys)}"
         )
-    need = [k if k in keys else next(a for a in ALIASES[k] if a in keys) for k in need]
-    tgt_key = target_field or DEFAULT_TARGET[task]
+    need = [k if k in keys else next(a for a in aliases[k] if a in keys) for k in need]
+    tgt_key = target_field or spec.target_field
     if target_field and target_field not in keys:
         raise InputError(f"{name}: no feature {target_field!r} (has {sorted(keys)})")
     tgt_key = tgt_key if tgt_key in keys else None
     label_names = getattr(keys[tgt_key], "names", None) if tgt_key else None
-    field_keys = sorted({*need, *(["id"] if "id" in keys else []), *([tgt_key] if tgt_key else [])})
     counter = iter(range(1 << 62))
 
     def expand(ex: dict) -> list[dict]:
@@ -282,28 +247,33 @@ def from_tfds(
         prompt = (
             header
             if header is not None
-            else render_prompt(template, fields, f"{name}:{split} {id_}")
+            else render_prompt(template, fields, f"{name}:{split} {id_}", aliases)
         )
         target, has_target = "", tgt_key is not None
         if has_target:
             value = ex[tgt_key]
-            target = label_names[value] if label_names else field_text(value)
-            if task == "chartcheck" and label_names:  # the MatCha classification target
-                target = {"supports": "Yes", "refutes": "No"}.get(target, target)
+            if spec.target_text is not None:
+                target = spec.target_text(value, label_names)
+            else:
+                target = label_names[value] if label_names else field_text(value)
         return [{"id": id_, "prompt": prompt, "target": target, "meta": {"has_target": has_target}}]
 
+    source.expand = expand
+    source.field_keys = sorted(
+        {*need, *(["id"] if "id" in keys else []), *([tgt_key] if tgt_key else [])}
+    )
     total = None
     try:
-        total = builder.info.splits[split].num_examples
+        total = source.num_examples(split)
     except (KeyError, ValueError, TypeError):
         pass
 
     def gen():
-        for rec in seq2seq.iter_records(builder_dir, split, expand, field_keys, image_key):
+        for rec in source.records(split):
             yield Example(
                 id=rec["id"],
                 prompt=rec["prompt"],
-                source=f"{spec} {rec['id']}",
+                source=f"{tfds_spec} {rec['id']}",
                 image_bytes=rec.get("image_bytes"),
                 target=rec["target"] if rec["meta"]["has_target"] else None,
             )
@@ -311,19 +281,19 @@ def from_tfds(
     return gen(), total
 
 
-def open_inputs(args, task: str) -> tuple[Iterator[Example], int | None]:
+def open_inputs(args, spec: InferenceSpec, templates: dict) -> tuple[Iterator[Example], int | None]:
     """The examples of the parsed `chartjax-infer` flags and their count (None if unknown)."""
     given = [n for n in ("images", "inputs", "tfds") if getattr(args, n)]
     if len(given) != 1:
         raise InputError("give exactly one input: --images, --inputs or --tfds")
-    template = resolve_template(task, args.template) if args.header is None else ""
-    if task == "text" and args.images:
-        raise InputError("--task text reads text fields: use --inputs JSONL or --tfds")
+    template = resolve_template(spec, args.template, templates) if args.header is None else ""
+    if spec.modality == "text" and args.images:
+        raise InputError(f"--task {spec.name} reads text fields: use --inputs JSONL or --tfds")
     if args.images:
-        return from_images(args.images, task, template, args.header)
+        return from_images(args.images, spec, template, args.header)
     if args.inputs:
-        return from_jsonl(args.inputs, task, template, args.header, args.target_field)
-    return from_tfds(args.tfds, args.data_dir, task, template, args.header, args.target_field)
+        return from_jsonl(args.inputs, spec, template, args.header, args.target_field)
+    return from_tfds(args.tfds, args.data_dir, spec, template, args.header, args.target_field)
 
 
 def read_image_bytes(ex: Example) -> bytes:

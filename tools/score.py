@@ -25,15 +25,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from chartjax.metrics import chart_info, chartqa, report, tables
-from chartjax.metrics.chart_to_text import chart_to_text_scores
-from chartjax.metrics.chartcheck import chartcheck_scores, explanation_scores, parse_matcha
-from chartjax.metrics.figureqa import figureqa_scores
+from chartjax.metrics import prediction_files, report
+from chartjax.metrics.prediction_files import PredictionFileError
 from chartjax.metrics.scores import Scores
+from chartjax.tasks import catalog
+from chartjax.tasks.task import ScoreInputs
 
-TEXT_TASKS = ("figureqa", "chartcheck", "chart_to_text", "deplot", "chartqa")
-CHART_INFO_TASKS = tuple(f"chart_info_task{k}" for k in ("1", "2", "3", "4", "5", "6a", "6b"))
-TASKS = TEXT_TASKS + CHART_INFO_TASKS
+TASKS = tuple(catalog.SCORERS)
 
 
 class ScoreError(Exception):
@@ -50,7 +48,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--out", required=True, help="metrics.json to write (a .png is written beside it)"
     )
-    p.add_argument("--compat", default="spec", choices=chart_info.COMPAT_MODES)
+    p.add_argument(
+        "--compat",
+        default="spec",
+        choices=sorted({m for s in catalog.SCORERS.values() for m in s.compat}),
+        help="metric flavour of the tasks that have several (default spec)",
+    )
     p.add_argument("--images", help="image folder (CHART-Info tasks 4 and 6a: image sizes)")
     p.add_argument(
         "--allow_missing", action="store_true", help="score missing predictions as wrong"
@@ -62,63 +65,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--ppl_model", help="local causal LM directory for perplexity (e.g. gpt2-medium)"
     )
     return p.parse_args(argv)
-
-
-def _sample(ids) -> str:
-    ids = sorted(ids)
-    return ", ".join(map(repr, ids[:5])) + (f" (and {len(ids) - 5} more)" if len(ids) > 5 else "")
-
-
-def align_ids(ref_ids, pred_ids, *, allow_missing: bool, what: str) -> set:
-    """Checks the id sets; returns the missing ids (allowed only with allow_missing)."""
-    extra = set(pred_ids) - set(ref_ids)
-    if extra:
-        raise ScoreError(f"{len(extra)} {what} id(s) not in the references: {_sample(extra)}")
-    missing = set(ref_ids) - set(pred_ids)
-    if missing and not allow_missing:
-        raise ScoreError(
-            f"{len(missing)} reference id(s) have no prediction: {_sample(missing)} "
-            "(--allow_missing scores them as wrong)"
-        )
-    return missing
-
-
-# --------------------------------------------------------------------------------------------
-# Reading inputs
-# --------------------------------------------------------------------------------------------
-
-
-def read_rows(path: str, what: str) -> dict[str, dict]:
-    rows: dict[str, dict] = {}
-    try:
-        loaded = report.read_jsonl(path)
-    except OSError as err:
-        raise ScoreError(f"{what}: cannot read {path}: {err}") from err
-    for lineno, row in enumerate(loaded, start=1):
-        if "id" not in row:
-            raise ScoreError(f"{path}: row {lineno}: no 'id' field")
-        key = str(row["id"])
-        if key in rows:
-            raise ScoreError(f"{path}: duplicate id {key!r}")
-        rows[key] = row
-    return rows
-
-
-def read_json_dir(path: str, what: str) -> dict[str, Any]:
-    root = Path(path)
-    if not root.is_dir():
-        raise ScoreError(f"{what}: {path} is not a folder of <id>.json files")
-    out = {}
-    for file in sorted(root.rglob("*.json")):
-        try:
-            out[file.relative_to(root).with_suffix("").as_posix()] = json.loads(
-                file.read_text("utf-8")
-            )
-        except (OSError, ValueError) as err:
-            raise ScoreError(f"{file}: invalid JSON: {err}") from err
-    if not out:
-        raise ScoreError(f"{what}: no .json file under {path}")
-    return out
 
 
 def image_sizes(folder: str, ids) -> dict[str, tuple[int, int]]:
@@ -136,40 +82,14 @@ def image_sizes(folder: str, ids) -> dict[str, tuple[int, int]]:
 
 
 def tfds_rows(examples, task: str, split: str) -> dict[str, dict]:
-    """Reference rows from TFDS numpy examples of the chartjax builders."""
-
-    def s(v):
-        return v.decode("utf-8") if isinstance(v, bytes) else v
-
+    """Reference rows from TFDS numpy examples of the chartjax builders (the task's schema)."""
+    reference_row = catalog.scorer(task).reference_row
+    if reference_row is None:
+        raise ScoreError(f"--references tfds: is not supported for --task {task}")
     rows = {}
     for ex in examples:
-        key = s(ex["id"])
-        if task == "figureqa":
-            row = {
-                "target": int(ex["answer"]),
-                "figure_type": s(ex["figure_type"]),
-                "question_id": int(ex["question_id"]),
-            }
-        elif task == "chartcheck":
-            row = {
-                "target": ("FALSE", "TRUE")[int(ex["label"])],  # label 1 = supports = TRUE
-                "explanation": s(ex["explanation"]),
-                "chart_type": s(ex["chart_type"]),
-                "reasoning_types": [s(r) for r in ex["reasoning_types"]],
-            }
-        elif task == "chart_to_text":
-            records = ex["table"]["records"] if "table" in ex else ex.get("ocr_data", b"")
-            row = {
-                "target": s(ex["summary"]),
-                "title": s(ex["title"]),
-                "records": s(records),
-                "chart_type": s(ex["chart_type"]),
-                "complexity": ("simple", "complex")[int(ex["complexity"])],
-                "split": split,
-            }
-        else:
-            raise ScoreError(f"--references tfds: is not supported for --task {task}")
-        rows[key] = {"id": key, **row}
+        key = ex["id"].decode("utf-8") if isinstance(ex["id"], bytes) else str(ex["id"])
+        rows[key] = {"id": key, **reference_row(ex, split)}
     return rows
 
 
@@ -196,98 +116,33 @@ def load_tfds(spec: str, task: str, data_dir: str | None) -> tuple[dict[str, dic
 # --------------------------------------------------------------------------------------------
 
 
-def _field(refs: list[dict], name: str):
-    return [r[name] for r in refs] if refs and all(name in r for r in refs) else None
-
-
-def score_text(args, preds: dict[str, dict], refs: dict[str, dict]) -> tuple[Scores, int]:
-    missing = align_ids(refs, preds, allow_missing=args.allow_missing, what="prediction")
-    ids = list(refs)
-    rows = [refs[i] for i in ids]
-    for i, row in zip(ids, rows):
-        if "target" not in row:
-            raise ScoreError(f"reference {i!r}: no 'target' field")
-    outputs = ["" if i in missing else str(preds[i].get("prediction", "")) for i in ids]
-    targets = [r["target"] for r in rows]
-    task = args.task
-    if task == "figureqa":
-        raw = [None if i in missing else preds[i].get("prediction") for i in ids]
-        scores = figureqa_scores(
-            raw,
-            targets,
-            figure_types=_field(rows, "figure_type"),
-            question_ids=_field(rows, "question_id"),
+def score(args, predictions: dict, references: dict) -> tuple[Scores, int]:
+    """Checks the ids, then the task's own metric suite over the files."""
+    scorer = catalog.scorer(args.task)
+    if args.compat not in scorer.compat:
+        raise ScoreError(
+            f"--task {args.task} has no --compat {args.compat} (it has {scorer.compat})"
         )
-    elif task == "chartcheck":
-        # MatCha's targets are Yes/No: use its parser when every output starts that way.
-        matcha = all(parse_matcha(o) is not None for o in outputs if o) and any(outputs)
-        parser = "matcha" if matcha else "flan_t5"
-        scores = chartcheck_scores(
-            outputs,
-            targets,
-            parser=parser,
-            chart_types=_field(rows, "chart_type"),
-            reasoning_types=_field(rows, "reasoning_types"),
-        )
-        gold_expl = _field(rows, "explanation")
-        if gold_expl is not None:
-            expl = [preds.get(i, {}).get("explanation", o) for i, o in zip(ids, outputs)]
-            scores.update(
-                explanation_scores(
-                    expl,
-                    gold_expl,
-                    bertscore_model=args.bertscore_model,
-                    bleurt_checkpoint=args.bleurt_checkpoint,
-                )
-            )
-    elif task == "chart_to_text":
-        groups = {k: v for k in ("split", "chart_type", "complexity") if (v := _field(rows, k))}
-        scores = chart_to_text_scores(
-            outputs,
-            targets,
-            records=_field(rows, "records"),
-            titles=_field(rows, "title"),
-            groups=groups,
-            bleurt_checkpoint=args.bleurt_checkpoint,
-            ppl_model=args.ppl_model,
-        )
-    elif task == "deplot":
-        scores = tables.rms(outputs, targets).update(tables.rnss(outputs, targets))
-    else:
-        scores = chartqa.relaxed_accuracy(outputs, targets)
-    scores.metrics["num_missing"] = len(missing)
-    return scores, len(ids)
-
-
-def score_chart_info(args) -> tuple[Scores, int]:
-    if args.references is None or args.references.startswith("tfds:"):
-        raise ScoreError("CHART-Info tasks need --references: the folder of ground-truth JSON")
-    gt = read_json_dir(args.references, "--references")
-    pred = read_json_dir(args.predictions, "--predictions")
-    missing = align_ids(gt, pred, allow_missing=args.allow_missing, what="prediction")
-    k = args.task.removeprefix("chart_info_task")
-    sizes = image_sizes(args.images, gt) if args.images else None
-    if k in ("4",) and sizes is None:
-        raise ScoreError("chart_info_task4 needs --images (image sizes set the thresholds)")
-    fn = {
-        "1": chart_info.task1,
-        "2": chart_info.task2,
-        "3": chart_info.task3,
-        "5": chart_info.task5,
-        "6b": chart_info.task6b,
+    missing = prediction_files.align_ids(
+        references, predictions, allow_missing=args.allow_missing, what="prediction"
+    )
+    if scorer.layout == "jsonl":
+        for i, row in references.items():
+            if "target" not in row:
+                raise ScoreError(f"reference {i!r}: no 'target' field")
+    options = {
+        "compat": args.compat,
+        "image_sizes": image_sizes(args.images, references) if args.images else None,
+        "bertscore_model": args.bertscore_model,
+        "bleurt_checkpoint": args.bleurt_checkpoint,
+        "ppl_model": args.ppl_model,
     }
     try:
-        if k == "4":
-            scores = chart_info.task4(gt, pred, sizes, compat=args.compat)
-        elif k == "6a":
-            scores = chart_info.task6a(gt, pred, sizes, compat=args.compat)
-        else:
-            scores = fn[k](gt, pred, compat=args.compat)
+        scores = scorer.score(ScoreInputs(predictions, references, missing, options))
     except ValueError as err:
         raise ScoreError(f"{args.task}: {err}") from err
     scores.metrics["num_missing"] = len(missing)
-    scores.libraries["chart_info"] = f"compat={args.compat}"
-    return scores, len(gt)
+    return scores, len(references)
 
 
 def _plot(metrics_obj: Mapping[str, Any], png: Path) -> None:
@@ -320,24 +175,31 @@ def _libraries(scores: Scores) -> dict[str, str]:
     return libs
 
 
-def run(args: argparse.Namespace) -> dict:
+def read_inputs(args) -> tuple[dict, dict, str]:
+    """(predictions, references, split) as the task's layout reads them."""
+    if catalog.scorer(args.task).layout == "json_dir":
+        if args.references is None or args.references.startswith("tfds:"):
+            raise ScoreError("CHART-Info tasks need --references: the folder of ground-truth JSON")
+        refs = prediction_files.read_json_dir(args.references, "--references")
+        return prediction_files.read_json_dir(args.predictions, "--predictions"), refs, "all"
+    preds = prediction_files.read_id_rows(args.predictions, "--predictions")
     split = "all"
-    if args.task in CHART_INFO_TASKS:
-        scores, n = score_chart_info(args)
+    if args.references is None:
+        refs = {
+            k: {"id": k, **({"target": r["target"]} if "target" in r else {})}
+            for k, r in preds.items()
+        }
+    elif args.references.startswith("tfds:"):
+        refs, split = load_tfds(args.references, args.task, args.data_dir)
     else:
-        preds = read_rows(args.predictions, "--predictions")
-        if args.references is None:
-            refs = {
-                k: {"id": k, **({"target": r["target"]} if "target" in r else {})}
-                for k, r in preds.items()
-            }
-        elif args.references.startswith("tfds:"):
-            refs, split = load_tfds(args.references, args.task, args.data_dir)
-        else:
-            refs = read_rows(args.references, "--references")
-        splits = {str(r["split"]) for r in refs.values() if "split" in r}
-        split = next(iter(splits)) if len(splits) == 1 else split
-        scores, n = score_text(args, preds, refs)
+        refs = prediction_files.read_id_rows(args.references, "--references")
+    splits = {str(r["split"]) for r in refs.values() if "split" in r}
+    return preds, refs, next(iter(splits)) if len(splits) == 1 else split
+
+
+def run(args: argparse.Namespace) -> dict:
+    preds, refs, split = read_inputs(args)
+    scores, n = score(args, preds, refs)
     obj = report.build_metrics(
         task=args.task,
         split=split,
@@ -357,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         obj = run(args)
-    except (ScoreError, ValueError) as err:
+    except (ScoreError, PredictionFileError, ValueError) as err:
         print(f"chartjax-score: error: {err}", file=sys.stderr)
         return 2
     if obj["metrics"].get("num_missing"):

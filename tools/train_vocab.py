@@ -17,6 +17,8 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 
+from chartjax.metrics import prediction_files
+
 
 def iter_texts(paths: Iterable[str], fields: Iterable[str] = ()) -> Iterator[str]:
     """Lines of text files, or the named string fields of JSONL records (`.jsonl`/`.json`).
@@ -28,24 +30,18 @@ def iter_texts(paths: Iterable[str], fields: Iterable[str] = ()) -> Iterator[str
         is_jsonl = path.endswith((".jsonl", ".json"))
         if is_jsonl and not fields:
             raise ValueError(f"{path}: JSONL input needs --field")
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not is_jsonl:
-                    yield line.rstrip("\n")
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{lineno}: invalid JSON ({e})") from None
-                for name in fields:
-                    if name not in rec:
-                        raise ValueError(f"{path}:{lineno}: missing field {name!r}")
-                    value = rec[name]
-                    if not isinstance(value, str):
-                        value = json.dumps(value, ensure_ascii=False)
-                    yield from value.split("\n")
+        if not is_jsonl:
+            with open(path, encoding="utf-8") as f:
+                yield from (line.rstrip("\n") for line in f)
+            continue
+        for lineno, rec in prediction_files.iter_jsonl(path):  # errors name file and line
+            for name in fields:
+                if name not in rec:
+                    raise ValueError(f"{path}:{lineno}: missing field {name!r}")
+                value = rec[name]
+                if not isinstance(value, str):
+                    value = json.dumps(value, ensure_ascii=False)
+                yield from value.split("\n")
 
 
 def train(

@@ -4,10 +4,10 @@ For runs whose preprocessing costs more than their model step: rendering a chart
 for a tiny Pix2Struct takes ~0.05-0.2 s, time the 2 cores of a CPU run would otherwise take
 from training every step. `featurize` collects a split's padded eval batches (the task's own
 preprocessing) into arrays once; `cached_features` keeps them under a folder named by
-`cache_key`; `replay` yields training batches from them in a seeded, resumable order, and
-`replay_task` wraps a task so that it trains on them and replays its evaluation batches.
-Numpy only. Only `replay_task` knows the task interface (`train_batches` / `eval_batches`,
-chartjax.tasks.registry.Task); the rest takes plain batch iterators.
+`cache_key`; `replay_task` wraps a task so that it trains on them (`IndexedSource`'s seeded,
+resumable, per-process order) and featurizes each evaluation split once. Only `replay_task`
+and `ReplaySource` know the task contract (chartjax/tasks/task.py); the rest takes plain batch
+iterators.
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import dataclasses
 import hashlib
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
+
+from chartjax.data import pipeline, sources
 
 
 def featurize(batches: Iterable[dict]) -> dict[str, np.ndarray]:
@@ -61,51 +64,42 @@ def cached_features(
     return feats
 
 
-def replay(
-    features: dict[str, np.ndarray],
-    global_batch_size: int,
-    seed: int,
-    start_step: int = 0,
-    process_index: int = 0,
-    process_count: int = 1,
-) -> Iterator[dict]:
-    """This process's share of each global training batch drawn from `features`, forever.
+@dataclasses.dataclass
+class ReplaySource:
+    """Training examples: rows of precomputed features; evaluation examples: the wrapped task's
+    own, featurized by the one pipeline on first use and kept (one process only)."""
 
-    Batches follow an epoch-wise permutation seeded by (seed, epoch), so global step s holds
-    the same examples whatever step a run resumed from, and process p of P gets rows
-    [p * B/P, (p + 1) * B/P) of each global batch B (their concatenation is the global batch).
-    """
-    if global_batch_size % process_count:
-        raise ValueError(
-            f"global batch {global_batch_size} not divisible by {process_count} processes"
-        )
-    n = len(next(iter(features.values())))
-    local = global_batch_size // process_count
-    step = start_step
-    while True:
-        pos = np.arange(step * global_batch_size, (step + 1) * global_batch_size)
-        epochs = pos // n
-        perms = {e: np.random.default_rng([seed, int(e)]).permutation(n) for e in set(epochs)}
-        idx = np.array([perms[e][p % n] for e, p in zip(epochs, pos)])
-        mine = idx[process_index * local : (process_index + 1) * local]
-        yield {k: v[mine] for k, v in features.items()}
-        step += 1
+    train: sources.IndexedSource
+    task: Any
+    eval_batch_size: int = 64
+    _eval: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+    def train_examples(self, **kwargs):
+        return self.train.train_examples(**kwargs)
+
+    def eval_examples(self, split, *, process_index, process_count):
+        import tensorflow as tf
+
+        if process_count != 1:
+            raise ValueError("replayed evaluation runs in one process")
+        if split not in self._eval:
+            batches = pipeline.eval_batches(self.task, split, self.eval_batch_size, 0, 1)
+            self._eval[split] = {k: v for k, v in featurize(batches).items() if k != "_mask"}
+        return tf.data.Dataset.from_tensor_slices(self._eval[split])
 
 
-def replay_task(task, train_features: dict[str, np.ndarray]):
-    """`task` training on `train_features` (`replay`) instead of its own training data; its
-    evaluation batches are computed on first use and replayed afterwards."""
-    eval_cache: dict[tuple, list] = {}
+def replay_task(task, train_features: dict[str, np.ndarray], eval_batch_size: int = 64):
+    """`task` training on `train_features` instead of its own training data (each epoch a
+    permutation seeded by (seed, epoch): global step s holds the same rows whatever step a run
+    resumed from); its evaluation splits are featurized once and replayed afterwards."""
+    n = len(next(iter(train_features.values())))
+    train = sources.IndexedSource(lambda i: {k: v[i] for k, v in train_features.items()}, n, 0)
+    return dataclasses.replace(
+        task,
+        source=ReplaySource(train, task, eval_batch_size),
+        features=lambda keep_host: _identity,
+    )
 
-    def train_batches(global_batch_size, seed, start_step, process_index, process_count):
-        return replay(
-            train_features, global_batch_size, seed, start_step, process_index, process_count
-        )
 
-    def eval_batches(split, global_batch_size, process_index, process_count) -> Iterator[dict]:
-        key = (split, global_batch_size, process_index, process_count)
-        if key not in eval_cache:
-            eval_cache[key] = list(task.eval_batches(*key))
-        yield from eval_cache[key]
-
-    return dataclasses.replace(task, train_batches=train_batches, eval_batches=eval_batches)
+def _identity(example):
+    return example

@@ -34,3 +34,11 @@ def to_rgb(img: Image.Image) -> Image.Image:
             return rgba.convert("RGB")  # fully opaque (e.g. generator output): nothing to blend
         return Image.alpha_composite(Image.new("RGBA", rgba.size, _WHITE), rgba).convert("RGB")
     return img.convert("RGB")
+
+
+def decode_image_bytes(data: bytes) -> np.ndarray:
+    """Encoded image -> uint8 RGB `[H, W, 3]` (TFDS stores PNG; TIFF, GIF and 16-bit work too)."""
+    import io
+
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(to_rgb(im))

@@ -14,6 +14,8 @@ ROW_SEP = "\n"
 # SentencePiece decodes a newline as its byte-fallback piece when the piece is not detokenized.
 BYTE_NEWLINE = "<0x0A>"
 TITLE_PREFIX = "TITLE"
+# DePlot's prompt (models reference §2.1), rendered as the header above the chart.
+DEPLOT_PROMPT = "Generate underlying data table of the figure below:"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,7 @@ __all__ = [
     "is_bounded",
     "plot_breakdown",
     "provenance",
-    "read_jsonl",
     "validate_metrics",
-    "write_jsonl",
     "write_metrics",
 ]
 
@@ -187,7 +185,7 @@ def build_metrics(
     )
 
 
-def _atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -203,42 +201,7 @@ def _atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def write_metrics(path: str | os.PathLike, obj: Mapping[str, Any]) -> None:
     """Validates ``obj`` and writes it as indented JSON, atomically (temp file + rename)."""
     normalized = _normalized(obj)
-    _atomic_write_text(path, json.dumps(normalized, indent=2, allow_nan=False) + "\n")
-
-
-def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Writes one JSON object per line (UTF-8, atomically); errors name the row."""
-    lines = []
-    for i, row in enumerate(rows):
-        if not isinstance(row, Mapping):
-            raise ValueError(f"{path}: row {i}: expected a JSON object, got {type(row).__name__}")
-        try:
-            lines.append(json.dumps(dict(row), ensure_ascii=False, allow_nan=False))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{path}: row {i}: not JSON-serializable: {err}") from err
-    _atomic_write_text(path, "".join(line + "\n" for line in lines))
-
-
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """Yields (line number, object) per non-blank line; errors name file and line."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: invalid JSON: {err.msg}") from err
-            if not isinstance(row, dict):
-                raise ValueError(
-                    f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}"
-                )
-            yield lineno, row
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Reads one JSON object per line; blank lines are skipped; errors name file and line."""
-    return [row for _, row in iter_jsonl(path)]
+    atomic_write_text(path, json.dumps(normalized, indent=2, allow_nan=False) + "\n")
 
 
 def _git_short_sha() -> str:

@@ -80,14 +80,15 @@ def mfu(
     return per_device / 1e12, (None if peak is None else per_device / peak)
 
 
-def for_task(model_fn, features) -> float | None:
-    """Training FLOPs per example of `model_fn`'s model on a seq2seq task's padded `features`
-    (`tasks.seq2seq.Features`: encoder length = max_patches or max_input_len), or None when the
-    model is not a T5/Pix2Struct (no analytic count)."""
+def for_task(model_fn, lengths) -> float | None:
+    """Training FLOPs per example of `model_fn`'s model at a seq2seq task's padded `lengths`
+    (`tasks.task.SequenceLengths`), or None when the task has none or the model is not a
+    T5/Pix2Struct (no analytic count)."""
     from flax import nnx
 
-    cfg = getattr(nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0))), "cfg", None)
-    if features is None or not isinstance(cfg, (T5Config, Pix2StructConfig)):
+    if lengths is None:
         return None
-    enc_len = features.max_patches if features.modality == "image" else features.max_input_len
-    return train_flops_per_example(cfg, enc_len, features.max_target_len)["total"]
+    cfg = getattr(nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0))), "cfg", None)
+    if not isinstance(cfg, (T5Config, Pix2StructConfig)):
+        return None
+    return train_flops_per_example(cfg, lengths.encoder, lengths.decoder)["total"]

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 
 import gin
 
-from chartjax.data import tables
-from chartjax.tasks import deplot, seq2seq
-from chartjax.tasks.registry import Task, register
+from chartjax.data import sources, tables
+from chartjax.tasks import chart_info_tables, seq2seq
+from chartjax.tasks.task import FileScorer, ScoreInputs, Task
 
 MODES = ("task1", "task3", "task6b")
 # Normalized class names (tfds_builders/chart_info/annotations.normalize_chart_type of the
@@ -128,12 +128,12 @@ def table_series(text: str, chart_type: str, box_layout: str = "dict") -> list[d
         boxes = []
         for row in rows:
             stats = {}
-            for stat, cell in zip(deplot.BOX_STATS, row[1:]):
+            for stat, cell in zip(chart_info_tables.BOX_STATS, row[1:]):
                 try:
                     stats[stat] = float(cell)
                 except ValueError:
                     continue
-            if len(stats) == len(deplot.BOX_STATS):
+            if len(stats) == len(chart_info_tables.BOX_STATS):
                 boxes.append((row[0], stats))
         if box_layout == "dict":
             return [{"name": label, "data": stats} for label, stats in boxes]
@@ -168,7 +168,7 @@ def task3_prompt(chart_type: str, text: str, bbox: Sequence[float], size: tuple[
     w, h = size
     x0, y0, bw, bh = bbox
     return (
-        f"chart: {chart_type} | text: {deplot.block_text(text)} | box: x={x0 / w:.2f} "
+        f"chart: {chart_type} | text: {chart_info_tables.block_text(text)} | box: x={x0 / w:.2f} "
         f"y={y0 / h:.2f} w={bw / w:.2f} h={bh / h:.2f}"
     )
 
@@ -220,7 +220,7 @@ def count_skipped(builder_dir: str, split: str, mode: str) -> dict[str, int]:
     """num_unannotated (+ num_blocks_without_role for task 3) over the whole split."""
     if mode != "task3":
         return {
-            "num_unannotated": deplot.count_unannotated(
+            "num_unannotated": chart_info_tables.count_unannotated(
                 builder_dir, split, 1 if mode == "task1" else 6
             )
         }
@@ -287,7 +287,7 @@ def task3_scores(texts, records, compat):
 def task6b_scores(texts, records, compat):
     from chartjax.metrics import chart_info as ci
 
-    scores, extra = deplot.table_scores(texts, records)
+    scores, extra = chart_info_tables.table_scores(texts, records)
     gt, pred = {}, {}
     for text, r in zip(texts, records):
         meta = r["meta"]
@@ -308,7 +308,6 @@ def task6b_scores(texts, records, compat):
 # ------------------------------------------------------------------ the task --------------
 
 
-@register("chart_info")
 @gin.configurable("chart_info_task")
 def make_task(
     data_dir: str = "~/tensorflow_datasets",
@@ -318,7 +317,7 @@ def make_task(
     eval_splits: Sequence[str] = ("train[95%:]",),
     compat: str = "spec",
     classes: Sequence[str] | None = None,
-    prompt: str = deplot.PROMPT,
+    prompt: str = tables.DEPLOT_PROMPT,
     shuffle_buffer: int = 10_000,
     features: seq2seq.Features | None = None,
     decoding: seq2seq.Decoding | None = None,
@@ -326,7 +325,6 @@ def make_task(
     """CHART-Info task `mode` over `chart_info/<config>` (only `train` is built: the default
     holds out its last 5 %). `compat` selects the metric flavour (metrics.chart_info);
     `classes` (task 1) defaults to the config's class list; `prompt` is task 6b's header."""
-    from chartjax.data import pipeline
     from chartjax.metrics.chart_info import check_compat
 
     check_compat(compat)
@@ -344,10 +342,10 @@ def make_task(
     elif mode == "task3":
         keys, expand, encoded = TASK3_KEYS, task3_records, ("image",)
     else:
-        keys = deplot.CHART_INFO_KEYS
+        keys = chart_info_tables.CHART_INFO_KEYS
 
         def expand(example):
-            record = deplot.chart_info_record(example, prompt)
+            record = chart_info_tables.chart_info_record(example, prompt)
             return [] if record is None else [record]
 
     skipped: dict[str, dict[str, int]] = {}
@@ -362,9 +360,7 @@ def make_task(
         else:
             scores, extra = task6b_scores(texts, records, compat)
         if split not in skipped:  # the data does not change between evaluations
-            skipped[split] = count_skipped(
-                pipeline.tfds_builder_dir(dataset, data_dir), split, mode
-            )
+            skipped[split] = count_skipped(sources.tfds_builder_dir(dataset, data_dir), split, mode)
         scores.metrics.update(skipped[split])
         return scores, extra
 
@@ -381,5 +377,35 @@ def make_task(
         decoding=decoding,
         shuffle_buffer=shuffle_buffer,
         encoded_keys=encoded,
-        info={"mode": mode, "classes": class_list},
     )
+
+
+# ------------------------------------------------------------------ chartjax-score -----------
+
+
+def _json_scorer(task: str):
+    """Official per-image JSON folders scored by the official task metric (metrics.chart_info)."""
+
+    def score(inputs: ScoreInputs):
+        from chartjax.metrics import chart_info as ci
+
+        opts = inputs.options
+        sizes = opts.get("image_sizes")
+        if task in ("4", "6a") and sizes is None:
+            raise ValueError(
+                f"chart_info_task{task} needs --images (image sizes set the thresholds)"
+            )
+        gt, pred, compat = inputs.references, inputs.predictions, opts.get("compat", "spec")
+        if task in ("4", "6a"):
+            scores = getattr(ci, f"task{task}")(gt, pred, sizes, compat=compat)
+        else:
+            scores = getattr(ci, f"task{task}")(gt, pred, compat=compat)
+        scores.libraries["chart_info"] = f"compat={compat}"
+        return scores
+
+    from chartjax.metrics.chart_info import COMPAT_MODES
+
+    return FileScorer(f"chart_info_task{task}", "json_dir", score, compat=tuple(COMPAT_MODES))
+
+
+SCORERS = tuple(_json_scorer(k) for k in ("1", "2", "3", "4", "5", "6a", "6b"))

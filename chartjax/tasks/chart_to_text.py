@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import gin
 
-from chartjax.data import pipeline, tables
+from chartjax.data import sources, tables
+from chartjax.metrics import prediction_files
 from chartjax.metrics.chart_to_text import chart_to_text_scores
 from chartjax.metrics.content_selection import records_from_table
+from chartjax.metrics.prediction_files import field_of
 from chartjax.tasks import seq2seq
-from chartjax.tasks.chartcheck import check_ids, lookup, read_id_rows
-from chartjax.tasks.registry import Task, register
+from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task
 
 CONFIGS = ("statista", "pew")
 MODES = ("tab_t5", "ocr_t5", "image", "deplot_t5")
@@ -123,7 +124,6 @@ def make_score_fn(*, bleurt_checkpoint=None, ppl_model=None, bleu_tokenize: str 
     return score_fn
 
 
-@register("chart_to_text")
 @gin.configurable("chart_to_text_task")
 def make_task(
     data_dir: str = "~/tensorflow_datasets",
@@ -155,19 +155,19 @@ def make_task(
     dataset = f"chart_to_text/{config}"
     table_for = None
     if mode == "deplot_t5":
-        rows = read_id_rows(tables_file, "tables_file")
+        rows = prediction_files.read_id_rows(
+            tables_file, "tables_file", required=("id", "prediction")
+        )
 
         def table_for(eid):
-            return str(lookup(rows, eid, tables_file, "tables_file")["prediction"])
+            return str(prediction_files.lookup(rows, eid, tables_file, "tables_file")["prediction"])
 
         if check_files:
-            check_ids(
-                pipeline.tfds_builder_dir(dataset, data_dir),
-                sorted({train_split, *eval_splits}),
-                rows,
-                tables_file,
-                "tables_file",
-            )
+            source = sources.TfdsSource(dataset, data_dir)
+            for split in sorted({train_split, *eval_splits}):
+                prediction_files.require_ids(
+                    rows, source.ids(split), tables_file, "tables_file", split
+                )
     expand = make_expand(
         mode,
         config,
@@ -190,7 +190,6 @@ def make_task(
         features=features,
         decoding=decoding,
         shuffle_buffer=shuffle_buffer,
-        info={"mode": mode, "config": config},
     )
 
 
@@ -216,3 +215,47 @@ def _check_args(config, mode, table_format, features, tables_file):
     )
     if mode == "deplot_t5":
         need(tables_file, "mode 'deplot_t5' needs tables_file (DePlot predictions.jsonl)")
+
+
+# ------------------------------------------------------------------ inference, scoring -------
+
+# A chart-to-text image model (MatCha / Pix2Struct) summarizes the chart alone.
+INFERENCE = InferenceSpec(
+    name="summary", modality="image", default_template="", target_field="summary"
+)
+
+
+def _score_files(inputs: ScoreInputs):
+    ids = list(inputs.references)
+    rows = [inputs.references[i] for i in ids]
+    outputs = [
+        "" if i in inputs.missing else str(inputs.predictions[i].get("prediction", "")) for i in ids
+    ]
+    groups = {k: v for k in ("split", "chart_type", "complexity") if (v := field_of(rows, k))}
+    return chart_to_text_scores(
+        outputs,
+        [r["target"] for r in rows],
+        records=field_of(rows, "records"),
+        titles=field_of(rows, "title"),
+        groups=groups,
+        bleurt_checkpoint=inputs.options.get("bleurt_checkpoint"),
+        ppl_model=inputs.options.get("ppl_model"),
+    )
+
+
+def _reference_row(ex: dict, split: str) -> dict:
+    def s(v):
+        return v.decode("utf-8") if isinstance(v, bytes) else v
+
+    records = ex["table"]["records"] if "table" in ex else ex.get("ocr_data", b"")
+    return {
+        "target": s(ex["summary"]),
+        "title": s(ex["title"]),
+        "records": s(records),
+        "chart_type": s(ex["chart_type"]),
+        "complexity": COMPLEXITY[int(ex["complexity"])],
+        "split": split,
+    }
+
+
+SCORER = FileScorer("chart_to_text", "jsonl", _score_files, _reference_row)

@@ -49,18 +49,19 @@ target, as the authors' `compute_metrics` did; explanation modes on the output.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import logging
 
 import gin
 
-from chartjax.data import pipeline, tables
+from chartjax.data import sources, tables
 from chartjax.metrics import chartcheck as cc_metrics
+from chartjax.metrics import prediction_files
+from chartjax.metrics.prediction_files import field_of
 from chartjax.metrics.scores import Scores
 from chartjax.tasks import seq2seq
-from chartjax.tasks.registry import Task, register
+from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task
 
 MODES = (
     "matcha_class",
@@ -147,26 +148,11 @@ def split_of(example_id: str) -> str:
 
 
 def read_id_rows(path: str, what: str) -> dict[str, dict]:
-    """`{id: row}` of a predictions.jsonl; errors name the file and the line or object."""
-    from chartjax.metrics import report
-
-    path = str(path)
-    rows = {}
-    for n, row in enumerate(report.read_jsonl(path), start=1):
-        if "id" not in row or "prediction" not in row:
-            raise ValueError(
-                f"{what} {path}: object {n} (blank lines skipped) lacks 'id' or 'prediction'"
-            )
-        rows[str(row["id"])] = row
+    """`{id: row}` of another run's predictions.jsonl (every row needs an id and a prediction)."""
+    rows = prediction_files.read_id_rows(path, what, required=("id", "prediction"))
     if not rows:
         raise ValueError(f"{what} {path}: no rows")
     return rows
-
-
-def lookup(rows: dict[str, dict], example_id: str, path: str, what: str) -> dict:
-    if example_id not in rows:
-        raise KeyError(f"{what} {path} has no row for id {example_id!r}")
-    return rows[example_id]
 
 
 def format_table(prediction: str, table_format: str) -> str:
@@ -308,39 +294,23 @@ def make_score_fn(
     return score_fn
 
 
-def _split_ids(builder_dir: str, split: str) -> list[str]:
-    import tensorflow_datasets as tfds
-
-    builder = tfds.builder_from_directory(builder_dir)
-    ds = builder.as_dataset(split=split, decoders={"image": tfds.decode.SkipDecoding()})
-    return [seq2seq.as_python(i) for i in ds.map(lambda ex: ex["id"]).as_numpy_iterator()]
-
-
-def check_ids(builder_dir: str, splits, rows: dict, path: str, what: str) -> None:
+def check_ids(source: sources.TfdsSource, splits, rows: dict, path: str, what: str) -> None:
     """Fail before training when `rows` lacks an id of `splits` (naming the file and the id)."""
     for split in splits:
-        missing = [i for i in _split_ids(builder_dir, split) if i not in rows]
-        if missing:
-            raise KeyError(
-                f"{what} {path} has no row for id {missing[0]!r} (split {split!r}; "
-                f"{len(missing)} ids of that split missing)"
-            )
+        prediction_files.require_ids(rows, source.ids(split), path, what, split)
 
 
-def _train_examples(builder_dir: str, split: str) -> list[dict]:
-    import tensorflow_datasets as tfds
-
-    builder = tfds.builder_from_directory(builder_dir)
-    ds = builder.as_dataset(split=split, decoders={"image": tfds.decode.SkipDecoding()})
+def _train_examples(source: sources.TfdsSource, split: str) -> list[dict]:
     out = []
-    for ex in ds.as_numpy_iterator():
-        ex = {k: seq2seq.as_python(ex[k]) for k in FIELD_KEYS}
+    for ex in (
+        source.builder().as_dataset(split=split, decoders=source.decoders()).as_numpy_iterator()
+    ):
+        ex = {k: sources.as_python(ex[k]) for k in FIELD_KEYS}
         ex["label"] = "TRUE" if int(ex["label"]) == SUPPORTS else "FALSE"
         out.append(ex)
     return out
 
 
-@register("chartcheck")
 @gin.configurable("chartcheck_task")
 def make_task(
     data_dir: str = "~/tensorflow_datasets",
@@ -384,7 +354,7 @@ def make_task(
         tables_file,
         label_predictions,
     )
-    builder_dir = functools.cache(lambda: pipeline.tfds_builder_dir("chartcheck", data_dir))
+    source = sources.TfdsSource("chartcheck", data_dir)
     table_for = label_for = None
     few_shot = ""
     if mode.startswith("flan"):
@@ -394,19 +364,24 @@ def make_task(
 
         def table_for(eid):
             return format_table(
-                str(lookup(table_rows, eid, tables_file, "tables_file")["prediction"]), table_format
+                str(
+                    prediction_files.lookup(table_rows, eid, tables_file, "tables_file")[
+                        "prediction"
+                    ]
+                ),
+                table_format,
             )
 
         if prompt_setting == "few":
             if few_shot_source == "official":
                 few_shot = few_shot_prefix(OFFICIAL_FEW_SHOT)
             else:
-                chosen = pick_few_shot(_train_examples(builder_dir(), train_split), few_shot_k)
+                chosen = pick_few_shot(_train_examples(source, train_split), few_shot_k)
                 few_shot = few_shot_prefix(
                     [dict(e, label=e["label"].lower(), table=table_for(e["id"])) for e in chosen]
                 )
         if check_files:
-            check_ids(builder_dir(), sorted(needed), table_rows, tables_file, "tables_file")
+            check_ids(source, sorted(needed), table_rows, tables_file, "tables_file")
     if mode == "flan_explain_pred":
         label_rows = read_id_rows(label_predictions, "label_predictions")
         pred_splits = set(pred_label_splits)
@@ -414,11 +389,13 @@ def make_task(
         def label_for(eid):
             if split_of(eid) not in pred_splits:
                 return None
-            return predicted_label(lookup(label_rows, eid, label_predictions, "label_predictions"))
+            return predicted_label(
+                prediction_files.lookup(label_rows, eid, label_predictions, "label_predictions")
+            )
 
         if check_files:
             check_ids(
-                builder_dir(),
+                source,
                 sorted(pred_splits & {train_split, *eval_splits}),
                 label_rows,
                 label_predictions,
@@ -452,7 +429,6 @@ def make_task(
         features=features,
         decoding=decoding,
         shuffle_buffer=shuffle_buffer,
-        info={"mode": mode},
     )
 
 
@@ -502,3 +478,76 @@ def _check_args(
     )
     if mode == "flan_explain_pred":
         need(label_predictions, "mode 'flan_explain_pred' needs label_predictions")
+
+
+# ------------------------------------------------------------------ inference, scoring -------
+
+
+def _target_text(value, label_names) -> str:
+    """A TFDS reference as the MatCha classification target (supports -> Yes, refutes -> No)."""
+    if label_names:
+        name = label_names[value]
+        return {"supports": "Yes", "refutes": "No"}.get(name, name)
+    return str(value)
+
+
+# Named `--template` prompts; {table} is DePlot's table text. The same strings the recipes train
+# with, so inference sees the prompts of training.
+TEMPLATES = {
+    "chartcheck": MATCHA_CLASS,  # MatCha classification -> Yes / No
+    "chartcheck_explain": MATCHA_CLASS + EXPLAIN_WHY,  # MatCha multi-task
+    "chartcheck_flan_class": FLAN_CLASS,  # Flan-T5: claim, caption, table -> true / false
+    "chartcheck_flan_multi": FLAN_MULTI,  # -> "true. <explanation>"
+    "chartcheck_flan_explain": FLAN_EXPLAIN,  # claim, label, caption, table -> explanation
+}
+INFERENCE = InferenceSpec(
+    name="chartcheck",
+    modality="image",
+    default_template="chartcheck",
+    templates=TEMPLATES,
+    target_field="label",
+    target_text=_target_text,
+)
+
+
+def _score_files(inputs: ScoreInputs) -> Scores:
+    ids = list(inputs.references)
+    rows = [inputs.references[i] for i in ids]
+    preds = inputs.predictions
+    outputs = ["" if i in inputs.missing else str(preds[i].get("prediction", "")) for i in ids]
+    # MatCha's targets are Yes/No: use its parser when every output starts that way.
+    matcha = all(cc_metrics.parse_matcha(o) is not None for o in outputs if o) and any(outputs)
+    scores = cc_metrics.chartcheck_scores(
+        outputs,
+        [r["target"] for r in rows],
+        parser="matcha" if matcha else "flan_t5",
+        chart_types=field_of(rows, "chart_type"),
+        reasoning_types=field_of(rows, "reasoning_types"),
+    )
+    gold = field_of(rows, "explanation")
+    if gold is not None:
+        expl = [preds.get(i, {}).get("explanation", o) for i, o in zip(ids, outputs)]
+        scores.update(
+            cc_metrics.explanation_scores(
+                expl,
+                gold,
+                bertscore_model=inputs.options.get("bertscore_model"),
+                bleurt_checkpoint=inputs.options.get("bleurt_checkpoint"),
+            )
+        )
+    return scores
+
+
+def _reference_row(ex: dict, split: str) -> dict:
+    def s(v):
+        return v.decode("utf-8") if isinstance(v, bytes) else v
+
+    return {
+        "target": ("FALSE", "TRUE")[int(ex["label"])],  # label 1 = supports = TRUE
+        "explanation": s(ex["explanation"]),
+        "chart_type": s(ex["chart_type"]),
+        "reasoning_types": [s(r) for r in ex["reasoning_types"]],
+    }
+
+
+SCORER = FileScorer("chartcheck", "jsonl", _score_files, _reference_row)

@@ -1,12 +1,16 @@
-"""Loss and prediction shared by the yes/no classification tasks (FigureQA, smoke tasks)."""
+"""Loss and prediction shared by the yes/no classification tasks (FigureQA, smoke tasks).
+
+jax and optax are imported inside the functions (traced in jit): the task modules are also read
+by `chartjax-score`, which must run without jax.
+"""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-import optax
-
 
 def softmax_xent_loss(model, batch, *, train: bool):
+    import jax.numpy as jnp
+    import optax
+
     logits = model(batch, train=train).astype(jnp.float32)
     labels = batch["label"]
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
@@ -15,4 +19,6 @@ def softmax_xent_loss(model, batch, *, train: bool):
 
 
 def argmax_predict(model, batch):
+    import jax.numpy as jnp
+
     return jnp.argmax(model(batch, train=False), axis=-1).astype(jnp.int32)

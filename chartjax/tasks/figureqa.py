@@ -14,10 +14,12 @@ import os
 import gin
 import numpy as np
 
-from chartjax.data import pipeline
+from chartjax.data import sources
 from chartjax.metrics import classification as cls_metrics
+from chartjax.metrics import figureqa as figureqa_metrics
+from chartjax.metrics.prediction_files import field_of
 from chartjax.tasks import classification
-from chartjax.tasks.registry import Task, register
+from chartjax.tasks.task import Evaluation, FileScorer, ScoreInputs, Task
 
 TEMPLATES = (
     "Is {c1} the minimum?",
@@ -115,23 +117,23 @@ def _preprocess_fn(image_size: int, max_len: int, antialias: bool, keep_meta: bo
     return fn
 
 
-def score_predictions(predictions, examples, split):
+def evaluate(predictions, host, split) -> Evaluation:
     """Accuracy, macro-F1 (+95% CI) overall, per figure type and per template; confusion."""
-    keep = np.asarray(examples["answer"]) >= 0  # no_annot splits have no answers
+    answers = np.asarray(host["answer"])
+    keep = answers >= 0  # no_annot splits have no answers
     if not keep.any():
         raise ValueError(f"split {split!r} has no answers: use `infer` for predictions only")
     preds = [int(p) for p in np.asarray(predictions)[keep]]
-    targets = [int(t) for t in np.asarray(examples["answer"])[keep]]
-    ftypes = [_str(x) for x in np.asarray(examples["figure_type"])[keep]]
-    templates = [str(int(x)) for x in np.asarray(examples["question_id"])[keep]]
-    metrics = cls_metrics.classification_metrics(preds, targets, labels=[0, 1])
-    breakdowns = {
-        "figure_type": cls_metrics.breakdown(preds, targets, ftypes),
-        "question_template": cls_metrics.breakdown(preds, targets, templates),
-        "confusion_matrix": cls_metrics.confusion_breakdown(
-            [ANSWERS[p] for p in preds], [ANSWERS[t] for t in targets], list(ANSWERS)
-        ),
-    }
+    targets = [int(t) for t in answers[keep]]
+    scores = figureqa_metrics.figureqa_scores(
+        preds,
+        targets,
+        figure_types=[_str(x) for x in np.asarray(host["figure_type"])[keep]],
+        question_ids=[str(int(x)) for x in np.asarray(host["question_id"])[keep]],
+    )
+    scores.breakdowns["confusion_matrix"] = cls_metrics.confusion_breakdown(
+        [ANSWERS[p] for p in preds], [ANSWERS[t] for t in targets], list(ANSWERS)
+    )
     rows = [
         {
             "id": _str(i),
@@ -139,16 +141,15 @@ def score_predictions(predictions, examples, split):
             "prediction": int(p),
             **({"target": int(t)} if t >= 0 else {}),
         }
-        for i, q, p, t in zip(examples["id"], examples["question"], predictions, examples["answer"])
+        for i, q, p, t in zip(host["id"], host["question"], predictions, answers)
     ]
-    return metrics, breakdowns, rows
+    return Evaluation(scores, rows)
 
 
 def _str(x) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
 
 
-@register("figureqa")
 @gin.configurable("figureqa_task")
 def make_task(
     data_dir: str = "~/tensorflow_datasets",
@@ -159,44 +160,43 @@ def make_task(
     eval_splits: tuple[str, ...] = ("validation1", "validation2"),
     shuffle_buffer: int = 10_000,
 ) -> Task:
-    builder_dir = None
-
-    def resolve():
-        nonlocal builder_dir
-        builder_dir = builder_dir or pipeline.tfds_builder_dir("figureqa", data_dir)
-        return builder_dir
-
-    def train_batches(global_batch_size, seed, start_step, process_index, process_count):
-        return pipeline.tfds_train_batches(
-            resolve(),
-            train_split,
-            _preprocess_fn(image_size, max_question_len, antialias, keep_meta=False),
-            local_batch_size=global_batch_size // process_count,
-            seed=seed,
-            start_step=start_step,
-            process_index=process_index,
-            process_count=process_count,
-            shuffle_buffer=shuffle_buffer,
-        )
-
-    def eval_batches(split, global_batch_size, process_index, process_count):
-        return pipeline.tfds_eval_batches(
-            resolve(),
-            split,
-            _preprocess_fn(image_size, max_question_len, antialias, keep_meta=True),
-            local_batch_size=global_batch_size // process_count,
-            process_index=process_index,
-            process_count=process_count,
-        )
-
     return Task(
         name="figureqa",
-        train_batches=train_batches,
-        eval_batches=eval_batches,
+        source=sources.TfdsSource(
+            "figureqa", data_dir, train_split=train_split, shuffle_buffer=shuffle_buffer
+        ),
+        features=lambda keep_host: _preprocess_fn(
+            image_size, max_question_len, antialias, keep_meta=keep_host
+        ),
         loss=classification.softmax_xent_loss,
         predict=classification.argmax_predict,
-        score=score_predictions,
+        evaluate=evaluate,
         model_inputs=("image", "question_tokens", "question_length", "label"),
         eval_splits=tuple(eval_splits),
-        info={"vocab_size": len(vocabulary()), "image_size": image_size},
     )
+
+
+# ------------------------------------------------------------------ chartjax-score -----------
+
+
+def _score_files(inputs: ScoreInputs):
+    ids = list(inputs.references)
+    rows = [inputs.references[i] for i in ids]
+    raw = [None if i in inputs.missing else inputs.predictions[i].get("prediction") for i in ids]
+    return figureqa_metrics.figureqa_scores(
+        raw,
+        [r["target"] for r in rows],
+        figure_types=field_of(rows, "figure_type"),
+        question_ids=field_of(rows, "question_id"),
+    )
+
+
+def _reference_row(ex: dict, split: str) -> dict:
+    return {
+        "target": int(ex["answer"]),
+        "figure_type": _str(ex["figure_type"]),
+        "question_id": int(ex["question_id"]),
+    }
+
+
+SCORER = FileScorer("figureqa", "jsonl", _score_files, _reference_row)

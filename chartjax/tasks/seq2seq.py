@@ -10,10 +10,10 @@ here, identical for all benchmarks:
   header when the prompt is empty) and cut Pix2Struct patches (data/patches.py); `text` models
   tokenize the prompt. Targets are SentencePiece ids + EOS; the decoder input is the target
   shifted right behind the start id 0 (T5 conventions, data/vocab.py).
-* train batches: shuffle examples -> repeat -> expand -> skip the records a resumed run has seen
-  -> featurize -> batch; eval batches: padded with `_mask`, the same count on every process.
+* examples: the TFDS dataset through `expand` (chartjax/data/sources.py TfdsSource); batching,
+  padding and prefetching are chartjax/data/pipeline.py's, as for every task.
 * predict: KV-cached greedy decoding or beam search (models/decoding.py) inside the jitted step;
-  score: detokenize, then the benchmark's `score_fn(texts, records, split)`.
+  evaluate: detokenize, then the benchmark's `score_fn(texts, records, split)`.
 
 The Python parts (header rendering with PIL, SentencePiece) run through `tf.numpy_function`
 inside tf.data's parallel map.
@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import gin
 import numpy as np
 
-from chartjax.data import pipeline
-from chartjax.tasks.registry import Task
+from chartjax.data import sources
+from chartjax.data.images import decode_image_bytes
+from chartjax.data.sources import RECORD_KEYS, as_python
+from chartjax.metrics.scores import Scores
+from chartjax.tasks.task import Evaluation, SequenceLengths, Task
 
-RECORD_KEYS = ("id", "prompt", "target", "meta")
 # Prediction rows keep this much of the prompt (`input` of predictions.jsonl is "short").
 INPUT_CHARS = 300
 
@@ -74,34 +75,6 @@ class Decoding:
 # ------------------------------------------------------------------------ host-side helpers --
 
 
-def as_python(value) -> Any:
-    """A TFDS numpy value -> str / int / float / list (bytes decoded as UTF-8)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, np.ndarray):
-        if value.ndim == 0:
-            return as_python(value.item())
-        return [as_python(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {k: as_python(v) for k, v in value.items()}
-    return value
-
-
-def decode_image_bytes(data: bytes) -> np.ndarray:
-    """Encoded image -> uint8 RGB `[H, W, 3]` (PIL: TFDS stores PNG; TIFF/GIF/16-bit safe too;
-    transparency on white, as the builders do)."""
-    import io
-
-    from PIL import Image
-
-    from chartjax.data.images import to_rgb
-
-    with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(to_rgb(im))
-
-
 def image_with_header(image: np.ndarray, prompt: str, features: Features) -> np.ndarray:
     """The model's view of a chart: prompt rendered above it, or the chart alone."""
     if not prompt:
@@ -121,55 +94,25 @@ def target_arrays(vocab, target: str, max_len: int) -> tuple[np.ndarray, np.ndar
     return tgt, inp
 
 
+def image_features(image, features: Features):
+    """Rendered chart (uint8 `[H, W, 3]`) -> Pix2Struct `encoder_input_tokens` (tf, eager or in
+    tf.data)."""
+    from chartjax.data import patches
+
+    return patches.preprocess_image(
+        image,
+        features.max_patches,
+        (features.patch_size, features.patch_size),
+        max_position_id=features.max_position_id,
+    )
+
+
 # ------------------------------------------------------------------------ tf.data parts ----
-
-
-def _expand_fn(
-    expand: Callable,
-    field_keys: Sequence[str],
-    image_key: str | None,
-    encoded_keys: Sequence[str] = (),
-):
-    """tf map: one TFDS example -> a dataset of its records (+ the encoded image per record)."""
-    import tensorflow as tf
-
-    def py(*values):
-        example = {
-            k: (bytes(np.asarray(v).item()) if k in encoded_keys else as_python(v))
-            for k, v in zip(field_keys, values)
-        }
-        records = list(expand(example))
-        for r in records:
-            missing = [k for k in ("id", "prompt", "target") if k not in r]
-            if missing:
-                raise ValueError(f"expand() returned a record without {missing}: {r}")
-        cols = [[str(r[k]) for r in records] for k in ("id", "prompt", "target")]
-        cols.append([json.dumps(r.get("meta", {}), sort_keys=True) for r in records])
-        return tuple(np.asarray([c.encode("utf-8") for c in col], dtype=object) for col in cols)
-
-    def fn(ex):
-        values = [_tf_get(ex, k) for k in field_keys]
-        cols = tf.numpy_function(py, values, (tf.string,) * 4, stateful=False)
-        out = {k: tf.ensure_shape(c, [None]) for k, c in zip(RECORD_KEYS, cols)}
-        if image_key:
-            out["image_bytes"] = tf.fill(tf.shape(out["id"]), ex[image_key])
-        return tf.data.Dataset.from_tensor_slices(out)
-
-    return fn
-
-
-def _tf_get(ex, key: str):
-    value = ex
-    for part in key.split("."):
-        value = value[part]
-    return value
 
 
 def _featurize_fn(features: Features, vocab, keep_host: bool):
     """tf map: record -> model features (+ the host-side strings when `keep_host`)."""
     import tensorflow as tf
-
-    from chartjax.data import patches
 
     L = features.max_target_len
 
@@ -196,12 +139,8 @@ def _featurize_fn(features: Features, vocab, keep_host: bool):
             img = tf.numpy_function(
                 image_py, [rec["image_bytes"], rec["prompt"]], tf.uint8, stateful=False
             )
-            img = tf.ensure_shape(img, [None, None, 3])
-            out["encoder_input_tokens"] = patches.preprocess_image(
-                img,
-                features.max_patches,
-                (features.patch_size, features.patch_size),
-                max_position_id=features.max_position_id,
+            out["encoder_input_tokens"] = image_features(
+                tf.ensure_shape(img, [None, None, 3]), features
             )
         else:
             ids = tf.numpy_function(text_py, [rec["prompt"]], tf.int32, stateful=False)
@@ -211,35 +150,6 @@ def _featurize_fn(features: Features, vocab, keep_host: bool):
         return out
 
     return fn
-
-
-def _records(
-    builder_dir: str,
-    split: str,
-    expand,
-    field_keys,
-    image_key,
-    *,
-    process_index: int,
-    process_count: int,
-    shuffle_seed: int | None = None,
-    shuffle_buffer: int = 10_000,
-    encoded_keys: Sequence[str] = (),
-):
-    import tensorflow_datasets as tfds
-
-    builder = tfds.builder_from_directory(builder_dir)
-    skipped = dict.fromkeys(k for k in (image_key, *encoded_keys) if k)
-    decoders = {k: tfds.decode.SkipDecoding() for k in skipped} or None
-    ds = builder.as_dataset(
-        split=pipeline.process_split(split, process_index, process_count),
-        shuffle_files=False,
-        decoders=decoders,
-    )
-    if shuffle_seed is not None:
-        ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=True)
-        ds = ds.repeat()
-    return ds.flat_map(_expand_fn(expand, field_keys, image_key, encoded_keys))
 
 
 # ------------------------------------------------------------------------ the task --------
@@ -254,12 +164,11 @@ def make_task(
     eval_splits: Sequence[str],
     field_keys: Sequence[str],
     expand: Callable[[dict], list[dict]],
-    score_fn: Callable[[list[str], list[dict], str], Any],
+    score_fn: Callable[[list[str], list[dict], str], tuple[Scores, list[dict] | None]],
     features: Features,
     decoding: Decoding,
     image_key: str | None = "image",
     shuffle_buffer: int = 10_000,
-    info: dict | None = None,
     encoded_keys: Sequence[str] = (),
 ) -> Task:
     """A seq2seq Task over the built TFDS dataset `dataset` (`name/config` for configs).
@@ -274,93 +183,23 @@ def make_task(
     from chartjax.data import vocab as vocab_lib
 
     vocab = vocab_lib.Vocabulary(features.vocab_file)
-    image_key = image_key if features.modality == "image" else None
-    state = {}
-
-    def builder_dir():
-        if "dir" not in state:
-            state["dir"] = pipeline.tfds_builder_dir(dataset, data_dir)
-        return state["dir"]
-
-    def train_batches(global_batch_size, seed, start_step, process_index, process_count):
-        import tensorflow as tf
-
-        local = global_batch_size // process_count
-        ds = _records(
-            builder_dir(),
-            train_split,
-            expand,
-            field_keys,
-            image_key,
-            process_index=process_index,
-            process_count=process_count,
-            shuffle_seed=seed,
-            shuffle_buffer=shuffle_buffer,
-            encoded_keys=encoded_keys,
-        )
-        # Skip whole records before featurizing: a resumed run pays no decode for them.
-        ds = ds.skip(start_step * local)
-        ds = ds.map(
-            _featurize_fn(features, vocab, keep_host=False), num_parallel_calls=tf.data.AUTOTUNE
-        )
-        ds = ds.batch(local, drop_remainder=True).prefetch(2)
-        return ds.with_options(pipeline._tf_options()).as_numpy_iterator()
-
-    def eval_batches(split, global_batch_size, process_index, process_count):
-        import tensorflow as tf
-
-        local = global_batch_size // process_count
-        ds = _records(
-            builder_dir(),
-            split,
-            expand,
-            field_keys,
-            image_key,
-            process_index=process_index,
-            process_count=process_count,
-            encoded_keys=encoded_keys,
-        )
-        ds = ds.map(
-            _featurize_fn(features, vocab, keep_host=True), num_parallel_calls=tf.data.AUTOTUNE
-        )
-        batches = [
-            pipeline.pad_batch(b, local, len(b["id"]))
-            for b in ds.batch(local)
-            .prefetch(2)
-            .with_options(pipeline._tf_options())
-            .as_numpy_iterator()
-        ]
-        total = _max_over_processes(len(batches), process_count)
-        if not batches and total:
-            raise ValueError(
-                f"split {split!r} of {dataset} gave this process no records; "
-                f"cannot pad its share of {total} batches"
-            )
-        yield from batches
-        for _ in range(total - len(batches)):  # shorter shards run empty batches
-            yield pipeline.pad_batch(batches[0], local, 0)
+    source = sources.TfdsSource(
+        dataset,
+        data_dir,
+        train_split=train_split,
+        shuffle_buffer=shuffle_buffer,
+        expand=expand,
+        field_keys=tuple(field_keys),
+        image_key=image_key if features.modality == "image" else None,
+        encoded_keys=tuple(encoded_keys),
+    )
 
     def loss(model, batch, *, train):
         from chartjax.models import losses
 
         return losses.seq2seq_loss(model, batch, deterministic=not train)
 
-    def predict(model, batch):
-        from chartjax.models import decoding as dec
-
-        if decoding.beam_size > 1:
-            tokens, _ = dec.beam_search(
-                model,
-                batch,
-                max_decode_len=decoding.max_decode_len,
-                num_beams=decoding.beam_size,
-                alpha=decoding.alpha,
-            )
-            return tokens[:, 0]
-        tokens, _ = dec.greedy_decode(model, batch, max_decode_len=decoding.max_decode_len)
-        return tokens
-
-    def score(predictions, examples, split):
+    def evaluate(predictions, host, split):
         texts = vocab.decode_batch(np.asarray(predictions))
         records = [
             {
@@ -369,9 +208,7 @@ def make_task(
                 "target": as_python(t),
                 "meta": json.loads(as_python(m)),
             }
-            for i, p, t, m in zip(
-                examples["id"], examples["prompt"], examples["target"], examples["meta"]
-            )
+            for i, p, t, m in zip(host["id"], host["prompt"], host["target"], host["meta"])
         ]
         scores, extra = score_fn(texts, records, split)
         rows = []
@@ -385,57 +222,37 @@ def make_task(
             if extra is not None:
                 row.update(extra[k])
             rows.append(row)
-        return (
-            scores.metrics,
-            scores.breakdowns,
-            rows,
-            {"unavailable": scores.unavailable, "libraries": scores.libraries},
-        )
+        return Evaluation(scores, rows)
 
+    encoder_len = features.max_patches if features.modality == "image" else features.max_input_len
     return Task(
         name=name,
-        train_batches=train_batches,
-        eval_batches=eval_batches,
+        source=source,
+        features=lambda keep_host: _featurize_fn(features, vocab, keep_host),
         loss=loss,
-        predict=predict,
-        score=score,
+        predict=make_predict(decoding),
+        evaluate=evaluate,
         model_inputs=("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens"),
         eval_splits=tuple(eval_splits),
-        score_inputs=(),
-        info={"vocab": vocab, "features": features, "decoding": decoding, **(info or {})},
+        lengths=SequenceLengths(encoder=encoder_len, decoder=features.max_target_len),
     )
 
 
-def _max_over_processes(n: int, process_count: int) -> int:
-    if process_count == 1:
-        return n
-    from jax.experimental import multihost_utils
+def make_predict(decoding: Decoding) -> Callable:
+    """model, batch -> token ids `[B, max_decode_len]`: greedy, or the best beam."""
 
-    return int(np.max(multihost_utils.process_allgather(np.asarray(n, np.int32))))
+    def predict(model, batch):
+        from chartjax.models import decoding as dec
 
+        if decoding.beam_size > 1:
+            tokens, _ = dec.beam_search(
+                model,
+                batch,
+                max_decode_len=decoding.max_decode_len,
+                num_beams=decoding.beam_size,
+                alpha=decoding.alpha,
+            )
+            return tokens[:, 0]
+        return dec.greedy_decode(model, batch, max_decode_len=decoding.max_decode_len)[0]
 
-def iter_records(
-    builder_dir: str,
-    split: str,
-    expand,
-    field_keys,
-    image_key=None,
-    encoded_keys: Sequence[str] = (),
-) -> Iterator[dict]:
-    """Every record of a split on the host (few-shot prompts, inference over TFDS splits)."""
-    ds = _records(
-        builder_dir,
-        split,
-        expand,
-        field_keys,
-        image_key,
-        process_index=0,
-        process_count=1,
-        encoded_keys=encoded_keys,
-    )
-    for rec in ds.as_numpy_iterator():
-        out = {k: as_python(rec[k]) for k in RECORD_KEYS}
-        out["meta"] = json.loads(out["meta"])
-        if image_key:
-            out["image_bytes"] = rec["image_bytes"]
-        yield out
+    return predict

@@ -12,7 +12,9 @@ from __future__ import annotations
 import gin
 import numpy as np
 
-from chartjax.tasks.registry import Task, register
+from chartjax.data import sources
+from chartjax.metrics.scores import Scores
+from chartjax.tasks.task import Evaluation, Task
 
 PAD, EOS, START = 0, 1, 0  # T5 conventions: pad 0, EOS 1, decoder start 0
 FIRST_ID = 3
@@ -53,11 +55,6 @@ def _example(
     }
 
 
-def _stack(rows):
-    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
-
-
-@register("synthetic_seq2seq")
 @gin.configurable("synthetic_seq2seq_task")
 def make_task(
     modality: str = "text",
@@ -72,38 +69,12 @@ def make_task(
     if modality not in ("text", "patches"):
         raise ValueError(f"modality must be 'text' or 'patches', not {modality!r}")
 
+    eval_offset = 10_000_000
+
     def ex(i):
-        return _example(int(i), seed, modality, input_len, target_len, vocab_size, patch_dim)
-
-    def train_batches(global_batch_size, data_seed, start_step, process_index, process_count):
-        local = global_batch_size // process_count
-        step = start_step
-        while True:
-            pos = np.arange(step * global_batch_size, (step + 1) * global_batch_size)
-            idx = [
-                np.random.default_rng([data_seed, int(p // num_train)]).permutation(num_train)[
-                    p % num_train
-                ]
-                for p in pos
-            ]
-            yield _stack([ex(i) for i in idx[process_index * local : (process_index + 1) * local]])
-            step += 1
-
-    def eval_batches(split, global_batch_size, process_index, process_count):
-        local = global_batch_size // process_count
-        per = -(-num_eval // process_count)
-        mine = list(range(process_index * per, min((process_index + 1) * per, num_eval)))
-        for s in range(0, -(-per // local) * local, local):
-            rows = mine[s : s + local]
-            batch = _stack(
-                [
-                    ex(10_000_000 + i)
-                    for i in (rows or [0]) + [rows[0] if rows else 0] * (local - len(rows))
-                ]
-            )
-            batch["_mask"] = np.arange(local) < len(rows)
-            batch["id"] = np.asarray([f"{modality}/{i}" for i in rows] + [""] * (local - len(rows)))
-            yield batch
+        out = _example(int(i), seed, modality, input_len, target_len, vocab_size, patch_dim)
+        out["id"] = f"{modality}/{int(i) - eval_offset}"
+        return out
 
     def loss(model, batch, *, train):
         from chartjax.models import losses
@@ -116,26 +87,31 @@ def make_task(
         # Teacher-forced argmax: enough for a smoke task (decoding has its own tests).
         return jnp.argmax(model(batch, deterministic=True), -1).astype(jnp.int32)
 
-    def score(predictions, examples, split):
-        targets = np.asarray(examples["decoder_target_tokens"])
+    def evaluate(predictions, host, split):
+        targets = np.asarray(host["decoder_target_tokens"])
         preds = np.asarray(predictions)
         weights = targets != PAD
         token_acc = float(((preds == targets) & weights).sum() / weights.sum())
         exact = float(np.mean([(p[w] == t[w]).all() for p, t, w in zip(preds, targets, weights)]))
         rows = [
-            {"id": str(i), "prediction": p[w].tolist(), "target": t[w].tolist()}
-            for i, p, t, w in zip(examples["id"], preds, targets, weights)
+            {
+                "id": i.decode() if isinstance(i, bytes) else str(i),
+                "prediction": p[w].tolist(),
+                "target": t[w].tolist(),
+            }
+            for i, p, t, w in zip(host["id"], preds, targets, weights)
         ]
-        return {"token_accuracy": token_acc, "sequence_accuracy": exact}, {}, rows
+        metrics = {"token_accuracy": token_acc, "sequence_accuracy": exact}
+        return Evaluation(Scores(metrics=metrics), rows)
 
     return Task(
         name=f"synthetic_seq2seq_{modality}",
-        train_batches=train_batches,
-        eval_batches=eval_batches,
+        source=sources.IndexedSource(ex, num_train, num_eval, eval_offset=eval_offset),
+        features=lambda keep_host: lambda example: example,
         loss=loss,
         predict=predict,
-        score=score,
+        evaluate=evaluate,
         model_inputs=("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens"),
         eval_splits=("validation",),
-        score_inputs=("decoder_target_tokens",),
+        host_inputs=("decoder_target_tokens",),
     )

@@ -19,13 +19,16 @@ from PIL import Image
 
 from chartjax import infer
 from chartjax.data import patches, render, tables
+from chartjax.data.images import decode_image_bytes
+from chartjax.data.tables import DEPLOT_PROMPT
 from chartjax.data.vocab import Vocabulary
-from chartjax.infer_inputs import CHARTCHECK_PROMPT, DEPLOT_PROMPT
 from chartjax.models import decoding, tiny
 from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
+from chartjax.tasks import catalog, deplot
 from chartjax.tasks.chartcheck import FLAN_CLASS
-from chartjax.tasks.seq2seq import decode_image_bytes
+from chartjax.tasks.chartcheck import MATCHA_CLASS as CHARTCHECK_PROMPT
+from chartjax.tools import infer as infer_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VOCAB_SIZE = 400
@@ -191,13 +194,13 @@ def deplot_reference(p2s, vocab, images) -> dict[str, str]:
 
 
 def run_infer(capsys, *argv) -> dict:
-    infer.main([str(a) for a in argv])
+    infer_cli.main([str(a) for a in argv])
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def fail_infer(capsys, *argv) -> str:
     with pytest.raises(SystemExit) as e:
-        infer.main([str(a) for a in argv])
+        infer_cli.main([str(a) for a in argv])
     assert e.value.code == 1
     return capsys.readouterr().err
 
@@ -256,7 +259,7 @@ def test_table_files_from_a_known_prediction(tmp_path):
     text = "TITLE | Sales\nYear | Value\n2019 | 10\n2020 | 2,5"
     used: set[str] = set()
     ex = infer_inputs_example("test_two:198 qq")
-    row = infer.make_row(ex, text, "deplot", str(tmp_path), used)
+    row = infer.make_row(ex, text, catalog.inference("deplot"), str(tmp_path), used)
     assert row["table"] == {
         "title": "Sales",
         "header": ["Year", "Value"],
@@ -267,9 +270,9 @@ def test_table_files_from_a_known_prediction(tmp_path):
         assert list(csv.reader(f)) == [["Year", "Value"], ["2019", "10"], ["2020", "2,5"]]
     with open(tmp_path / row["table_file"], newline="", encoding="utf-8") as f:
         assert f.read() == 'Year,Value\r\n2019,10\r\n2020,"2,5"\r\n'
-    assert infer.table_file("pew/two_col-1440", used) == "tables/pew/two_col-1440.csv"
-    assert infer.table_file("../x", used) == "tables/_/x.csv"
-    assert infer.table_file("test_two:198 qq", used) == "tables/test_two_198_qq~2.csv"
+    assert deplot.table_file("pew/two_col-1440", used) == "tables/pew/two_col-1440.csv"
+    assert deplot.table_file("../x", used) == "tables/_/x.csv"
+    assert deplot.table_file("test_two:198 qq", used) == "tables/test_two_198_qq~2.csv"
 
 
 def test_tfds_spec_and_image_listing(images):
@@ -470,11 +473,11 @@ def _build_chartcheck(data_dir: str) -> None:
 def test_chartcheck_tfds_split(ckpts, p2s, vocab, vocab_file, tmp_path, capsys):
     import tensorflow_datasets as tfds
 
-    from chartjax.data import pipeline
+    from chartjax.data import sources
 
     data_dir = str(tmp_path / "tfds")
     _build_chartcheck(data_dir)
-    builder = tfds.builder_from_directory(pipeline.tfds_builder_dir("chartcheck", data_dir))
+    builder = tfds.builder_from_directory(sources.tfds_builder_dir("chartcheck", data_dir))
     ds = builder.as_dataset(split="test_two", decoders={"image": tfds.decode.SkipDecoding()})
     want = []
     for ex in tfds.as_numpy(ds):

@@ -9,6 +9,7 @@ import pytest
 
 from chartjax import config as config_lib
 from chartjax import train as train_lib
+from chartjax.data import pipeline
 from chartjax.interop import t5x
 from chartjax.models import losses, t5, tiny
 from chartjax.tasks import seq2seq_synthetic
@@ -41,7 +42,7 @@ def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout):
     t5x.save(model, str(ckpt), step=1000)
     # The loss the checkpoint's weights give on the run's first global batch.
     task = seq2seq_synthetic.make_task(modality="text")
-    batch = jax.tree.map(np.asarray, next(task.train_batches(16, 0, 0, 0, 1)))
+    batch = jax.tree.map(np.asarray, next(pipeline.train_batches(task, 16, 0, 0, 0, 1)))
     expected, _ = losses.seq2seq_loss(model, batch, deterministic=True)
 
     fine = _run(tmp_path / "finetune", ["include 'init/t5x.gin'", f"INIT_PATH = '{ckpt}'"])
@@ -64,9 +65,9 @@ def test_zero_shot_evaluation_of_the_init_weights(tmp_path):
     ckpt = tmp_path / "checkpoint_1000"
     t5x.save(model, str(ckpt), step=1000)
     task = seq2seq_synthetic.make_task(modality="text")
-    batch = next(task.eval_batches("validation", 32, 0, 1))
+    batch = next(pipeline.eval_batches(task, "validation", 32, 0, 1))
     logits = model({k: batch[k] for k in task.model_inputs}, deterministic=True)
-    expected = task.score(np.argmax(np.asarray(logits), -1), batch, "validation")[0]
+    expected = task.evaluate(np.argmax(np.asarray(logits), -1), batch, "validation").scores.metrics
 
     gin.clear_config()
     config_lib.parse_gin(

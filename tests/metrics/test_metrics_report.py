@@ -110,24 +110,6 @@ def test_write_metrics_atomic_and_validated(tmp_path):
     assert os.listdir(path.parent) == ["metrics.json"]
 
 
-def test_jsonl_roundtrip_and_errors(tmp_path):
-    path = tmp_path / "p.jsonl"
-    rows = [
-        {"id": "a/1", "prediction": "Ça va", "target": ["x", "y"]},
-        {"id": "b", "prediction": ""},
-    ]
-    R.write_jsonl(path, rows)
-    assert R.read_jsonl(path) == rows
-    path.write_text('{"id": 1}\n\n[1, 2]\n')
-    with pytest.raises(ValueError, match=re.escape(f"{path}:3: expected a JSON object")):
-        R.read_jsonl(path)
-    path.write_text('{"id": 1}\n{"id": \n')
-    with pytest.raises(ValueError, match=re.escape(f"{path}:2: invalid JSON")):
-        R.read_jsonl(path)
-    with pytest.raises(ValueError, match="row 1"):
-        R.write_jsonl(tmp_path / "q.jsonl", [{"a": 1}, {"a": float("inf")}])
-
-
 def test_provenance_fields():
     prov = R.provenance(config_text="x = 1\n", checkpoint="runs/x/1", libraries={"nltk": "3.9"})
     assert prov["chartjax"] == "0.1.0"

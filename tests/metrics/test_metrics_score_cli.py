@@ -7,12 +7,12 @@ import sys
 import pytest
 from PIL import Image
 
-from chartjax.metrics import report
+from chartjax.metrics import prediction_files, report
 from chartjax.tools import score
 
 
 def _jsonl(path, rows):
-    report.write_jsonl(path, rows)
+    prediction_files.write_jsonl(path, rows)
     return str(path)
 
 

@@ -103,11 +103,11 @@ def test_peaks_and_mfu():
 
 def test_for_task_uses_the_task_lengths():
     from chartjax.models.relation_network import RNConfig, build
-    from chartjax.tasks.seq2seq import Features
+    from chartjax.tasks.task import SequenceLengths
 
     cfg = tiny.tiny_pix2struct()
-    image = Features(modality="image", vocab_file="unused", max_patches=64, max_target_len=8)
-    text = Features(modality="text", vocab_file="unused", max_input_len=16, max_target_len=8)
+    image = SequenceLengths(encoder=64, decoder=8)  # max_patches, max_target_len
+    text = SequenceLengths(encoder=16, decoder=8)  # max_input_len, max_target_len
     got = flops.for_task(lambda rngs: pix2struct.build(cfg, rngs), image)
     assert got == flops.train_flops_per_example(cfg, 64, 8)["total"]
     t5_cfg = tiny.tiny_t5()

@@ -16,8 +16,8 @@ from test_tasks_deplot import (
     tiny_t5x_checkpoint,
 )
 
-from chartjax.data import pipeline
-from chartjax.tasks import chart_info, deplot, seq2seq
+from chartjax.data import sources
+from chartjax.tasks import chart_info, chart_info_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DUMMY = os.path.join(ROOT, "tfds_builders", "chart_info", "dummy_data")
@@ -134,15 +134,16 @@ def test_task1_scores_hand_case():
 @pytest.fixture(scope="module")
 def task3_records(tfds_dir):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
-    builder_dir = pipeline.tfds_builder_dir("chart_info/synthetic_2019", data_dir)
+    builder_dir = sources.tfds_builder_dir("chart_info/synthetic_2019", data_dir)
     records = list(
-        seq2seq.iter_records(
-            builder_dir,
-            "train",
-            chart_info.task3_records,
-            chart_info.TASK3_KEYS,
+        sources.TfdsSource(
+            "chart_info/synthetic_2019",
+            data_dir,
+            expand=chart_info.task3_records,
+            field_keys=chart_info.TASK3_KEYS,
+            image_key=None,
             encoded_keys=("image",),
-        )
+        ).records("train")
     )
     return builder_dir, records
 
@@ -191,7 +192,7 @@ def test_task3_one_wrong_role(task3_records):
 
 
 def _example(stem: str, doc: dict) -> dict:
-    """An annotation file as the dotted TFDS columns deplot.chart_info_record reads."""
+    """An annotation file as the dotted TFDS columns chart_info_tables.chart_info_record reads."""
     from tfds_builders.chart_info import annotations
 
     p = annotations.parse(doc)
@@ -222,7 +223,7 @@ def test_task6b_gold_tables_score_one(tmp_path):
     records = []
     for path in files:
         with open(path) as f:
-            record = deplot.chart_info_record(_example(path, json.load(f)))
+            record = chart_info_tables.chart_info_record(_example(path, json.load(f)))
         if record is not None:
             records.append(record)
     # 8 generated types (pie and donut annotate no task 6) + 4 synthetic and 2 PMC dummies.

@@ -14,7 +14,7 @@ import pytest
 from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
 from chartjax import config as config_lib
-from chartjax.metrics import report
+from chartjax.metrics import prediction_files, report
 from chartjax.metrics.chart_to_text import chart_to_text_scores
 from chartjax.tasks import chart_to_text as c2t
 from chartjax.tasks import seq2seq
@@ -185,19 +185,18 @@ def data_dir(tfds_dir):
 @pytest.fixture(scope="module")
 def tables_file(tmp_path_factory, data_dir):
     """DePlot-style tables for every dummy chart of both configs (as chartjax-infer writes)."""
-    from chartjax.data import pipeline
-    from chartjax.tasks.chartcheck import _split_ids
+    from chartjax.data import sources
 
     rows = []
     for config in ("statista", "pew"):
-        bdir = pipeline.tfds_builder_dir(f"chart_to_text/{config}", data_dir)
+        bdir = sources.tfds_builder_dir(f"chart_to_text/{config}", data_dir)
         for split in ("train", "validation", "test"):
             rows += [
                 {"id": i, "prediction": f"TITLE | t <0x0A> Year | Value <0x0A> 2019 | {n}"}
-                for n, i in enumerate(_split_ids(bdir, split))
+                for n, i in enumerate(sources.TfdsSource("", directory=bdir).ids(split))
             ]
     path = tmp_path_factory.mktemp("c2t_files") / "tables.jsonl"
-    report.write_jsonl(path, rows)
+    prediction_files.write_jsonl(path, rows)
     return str(path)
 
 
@@ -258,7 +257,8 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, tables_file):
     cols = {k: np.asarray(v)[keep] for k, v in batch.items() if k in seq2seq.RECORD_KEYS}
     assert [i.decode() for i in cols["id"]][0].startswith(recipe_config(recipe) + "/")
     targets = np.asarray(batch["decoder_target_tokens"])[keep]
-    metrics, breakdowns, rows, extra = task.score(targets, cols, "test")
+    scores, rows = task.evaluate(targets, cols, "test")
+    metrics, breakdowns = scores.metrics, scores.breakdowns
     obj = report.build_metrics(
         task="chart_to_text",
         split="test",
@@ -266,7 +266,7 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, tables_file):
         num_examples=len(rows),
         metrics=metrics,
         breakdowns=breakdowns,
-        unavailable=extra["unavailable"],
+        unavailable=scores.unavailable,
     )
     _check_metrics(obj, rows, "test")
     assert rows[0]["prediction"] == rows[0]["target"]
@@ -298,7 +298,7 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, tables_file, 
         assert out["step"] == 2 and out["stop_reason"] == "done"
     mdir = tmp_path / "eval" / "test" / f"step_{step}"
     obj = json.loads((mdir / "metrics.json").read_text())
-    rows = report.read_jsonl(mdir / "predictions.jsonl")
+    rows = prediction_files.read_jsonl(mdir / "predictions.jsonl")
     _check_metrics(obj, rows, "test")
     assert obj["step"] == step and rows[0]["id"].startswith(recipe_config(recipe) + "/")
     # The metrics are those of the predictions written next to them.

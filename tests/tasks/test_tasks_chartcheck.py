@@ -14,7 +14,7 @@ import pytest
 from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
 from chartjax import config as config_lib
-from chartjax.metrics import report
+from chartjax.metrics import prediction_files, report
 from chartjax.tasks import chartcheck as cc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -311,10 +311,12 @@ def data_dir(tfds_dir):
 
 @pytest.fixture(scope="module")
 def all_ids(data_dir):
-    from chartjax.data import pipeline
+    from chartjax.data import sources
 
-    bdir = pipeline.tfds_builder_dir("chartcheck", data_dir)
-    return {split: cc._split_ids(bdir, split) for split in SPLIT_SIZES}
+    bdir = sources.tfds_builder_dir("chartcheck", data_dir)
+    return {
+        split: sources.TfdsSource("chartcheck", directory=bdir).ids(split) for split in SPLIT_SIZES
+    }
 
 
 @pytest.fixture(scope="module")
@@ -334,9 +336,9 @@ def files(tmp_path_factory, all_ids):
     out = {}
     for name, rows in (("tables", tables), ("labels", labels)):
         out[name] = str(d / f"{name}.jsonl")
-        report.write_jsonl(out[name], rows)
+        prediction_files.write_jsonl(out[name], rows)
         out[name + "_missing"] = str(d / f"{name}_missing.jsonl")
-        report.write_jsonl(
+        prediction_files.write_jsonl(
             out[name + "_missing"], [r for r in rows if r["id"] != all_ids["test_one"][1]]
         )
     return out
@@ -413,7 +415,7 @@ def _check_metrics(obj, rows, split, mode, step):
 def _check_split(workdir, split, step, mode):
     mdir = workdir / "eval" / split / f"step_{step}"
     obj = json.loads((mdir / "metrics.json").read_text())
-    rows = report.read_jsonl(mdir / "predictions.jsonl")
+    rows = prediction_files.read_jsonl(mdir / "predictions.jsonl")
     _check_metrics(obj, rows, split, mode, step)
     return obj, rows
 
@@ -450,7 +452,8 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
     assert keep.sum() == SPLIT_SIZES["test_one"]
     cols = {k: np.asarray(v)[keep] for k, v in batch.items() if k in cc.seq2seq.RECORD_KEYS}
     targets = np.asarray(batch["decoder_target_tokens"])[keep]
-    metrics, breakdowns, rows, extra = task.score(targets, cols, "test_one")
+    scores, rows = task.evaluate(targets, cols, "test_one")
+    metrics, breakdowns = scores.metrics, scores.breakdowns
     obj = report.build_metrics(
         task="chartcheck",
         split="test_one",
@@ -458,7 +461,7 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
         num_examples=len(rows),
         metrics=metrics,
         breakdowns=breakdowns,
-        unavailable=extra["unavailable"],
+        unavailable=scores.unavailable,
     )
     _check_metrics(obj, rows, "test_one", mode, 0)
     assert all(r["prediction"] == r["target"] for r in rows)
@@ -503,7 +506,7 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, files, init_c
         if "chart_type" in obj["breakdowns"]:  # every claim is in one chart-type group
             assert sum(g["n"] for g in obj["breakdowns"]["chart_type"].values()) == len(rows)
     if mode == "flan_explain_pred":  # test_one claims were explained with the predicted label
-        labels = {r["id"]: r["prediction"] for r in report.read_jsonl(files["labels"])}
+        labels = {r["id"]: r["prediction"] for r in prediction_files.read_jsonl(files["labels"])}
         for r in rows:
             assert f" is {labels[r['id']].rstrip('.')} given this caption" in r["input"]
 

@@ -11,10 +11,10 @@ import gin
 import pytest
 
 from chartjax import config as config_lib
-from chartjax.data import pipeline, tables
-from chartjax.metrics import report
+from chartjax.data import sources, tables
+from chartjax.metrics import prediction_files, report
 from chartjax.metrics import tables as table_metrics
-from chartjax.tasks import deplot, seq2seq
+from chartjax.tasks import chart_info_tables, deplot
 
 # The same tiny Pix2Struct for every image recipe (test_tasks_chart_info.py too), so the
 # session's persistent compilation cache serves later recipes. 8 simulated devices: batch 8.
@@ -75,7 +75,7 @@ def read_eval(workdir, split: str, step: int) -> tuple[dict, list[dict]]:
     with open(os.path.join(d, "metrics.json")) as f:
         obj = json.load(f)
     report.validate_metrics(obj)
-    return obj, report.read_jsonl(os.path.join(d, "predictions.jsonl"))
+    return obj, prediction_files.read_jsonl(os.path.join(d, "predictions.jsonl"))
 
 
 def assert_table_metrics(obj: dict, rows: list[dict]) -> None:
@@ -110,7 +110,7 @@ def generated(tmp_path_factory):
         synth.generate(raw, 1, seed=11, types=[chart_type], start=i)
     builder = builder_mod.Builder(data_dir=data_dir, config="synthetic_2019")
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
-    return raw, pipeline.tfds_builder_dir("chart_info/synthetic_2019", data_dir)
+    return raw, sources.tfds_builder_dir("chart_info/synthetic_2019", data_dir)
 
 
 def _expected_table(raw: str, index: int, chart_type: str) -> str:
@@ -135,12 +135,18 @@ def test_derived_tables_equal_generator_tables(generated):
     raw, builder_dir = generated
 
     def expand(example):
-        record = deplot.chart_info_record(example)
+        record = chart_info_tables.chart_info_record(example)
         return [] if record is None else [record]
 
     records = {
         r["id"]: r
-        for r in seq2seq.iter_records(builder_dir, "train", expand, deplot.CHART_INFO_KEYS)
+        for r in sources.TfdsSource(
+            "chart_info/synthetic_2019",
+            directory=builder_dir,
+            expand=expand,
+            field_keys=chart_info_tables.CHART_INFO_KEYS,
+            image_key=None,
+        ).records("train")
     }
     types = dict(enumerate(tb.CHART_TYPES))
     assert sorted(records, key=int) == [
@@ -153,13 +159,17 @@ def test_derived_tables_equal_generator_tables(generated):
         with open(os.path.join(raw, "tables", f"{key}.txt"), encoding="utf-8") as f:
             exact += record["target"] == f.read()
     assert exact >= 4  # most charts draw every title: those match the file byte for byte
-    assert deplot.count_unannotated(builder_dir, "train", 6) == 2  # the pie and the donut
+    assert (
+        chart_info_tables.count_unannotated(builder_dir, "train", 6) == 2
+    )  # the pie and the donut
 
 
 def test_box_header_matches_generator():
     from chartjax.synth import chart_info_tables as tb
 
-    assert deplot.BOX_HEADER == tb.BOX_HEADER and set(deplot.BOX_STATS) == set(tb.BOX_STATS)
+    assert chart_info_tables.BOX_HEADER == tb.BOX_HEADER and set(
+        chart_info_tables.BOX_STATS
+    ) == set(tb.BOX_STATS)
 
 
 def test_number_formatting_and_axis_titles():
@@ -180,17 +190,17 @@ def test_number_formatting_and_axis_titles():
         {"id": 3, "role": "tick_label"},
     ]
     ticks = [{"axis": "x-axis", "id": 2}, {"axis": "y-axis", "id": 3}]
-    table = deplot.chart_table("scatter", series, blocks, roles, ticks)
+    table = chart_info_tables.chart_table("scatter", series, blocks, roles, ticks)
     assert table == "TITLE | \nYear | Rate of growth\na | 12.50\nb | 3.25\nc | 0.00"
     # Without ticks the first axis title is the x-axis one; bars share rows by x value.
     bars = [
         {"name": "s1", "data": [{"x": "a", "y": "1"}, {"x": "b", "y": "2"}]},
         {"name": "s2", "data": [{"x": "b", "y": "3"}, {"x": "c", "y": "4"}]},
     ]
-    assert deplot.chart_table("grouped_vertical_bar", bars, blocks, roles, []) == (
+    assert chart_info_tables.chart_table("grouped_vertical_bar", bars, blocks, roles, []) == (
         "TITLE | \nRate of growth | s1 | s2\na | 1 | \nb | 2 | 3\nc |  | 4"
     )
-    assert deplot.chart_table("line", [], blocks, roles, ticks) is None
+    assert chart_info_tables.chart_table("line", [], blocks, roles, ticks) is None
 
 
 # ---------------------------------------------------------------- recipes ------------------

@@ -53,14 +53,15 @@ def recipe_batches(recipe: str, bindings: list[str], task_name: str, split: str)
     import gin
 
     from chartjax import config as config_lib
-    from chartjax.tasks import registry
+    from chartjax.data import pipeline
+    from chartjax.tasks import catalog
 
     gin.clear_config()
     config_lib.parse_gin([f"tasks/{recipe}.gin"], bindings)
     try:
-        task = registry.get_task(task_name)
-        train_batch = next(task.train_batches(8, 0, 0, 0, 1))
-        (batch,) = list(task.eval_batches(split, 8, 0, 1))
+        task = catalog.get_task(task_name)
+        train_batch = next(pipeline.train_batches(task, 8, 0, 0, 0, 1))
+        (batch,) = list(pipeline.eval_batches(task, split, 8, 0, 1))
     finally:
         gin.clear_config()
     return task, train_batch, batch

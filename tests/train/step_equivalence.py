@@ -36,7 +36,7 @@ def run_steps(
     )
     state = init()
     losses = []
-    batches = task.train_batches(batch_size, 0, 0, 0, 1)
+    batches = pipeline.train_batches(task, batch_size, 0, 0, 0, 1)
     first = next(batches)
     with mesh_lib.activate(mesh, rules):
         for k in range(steps):

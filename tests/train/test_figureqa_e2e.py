@@ -10,7 +10,7 @@ import tensorflow_datasets as tfds
 
 from chartjax import config as config_lib
 from chartjax import train as train_lib
-from chartjax.metrics import report
+from chartjax.metrics import prediction_files, report
 from tfds_builders.figureqa import figureqa as builder_mod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,7 +67,7 @@ def test_two_steps_then_metrics_json(tmp_path, data_dir):
     assert obj["task"] == "figureqa" and obj["split"] == "validation1" and obj["step"] == 2
     assert obj["num_examples"] == 2  # the dummy validation1 split has 2 questions
     assert set(obj["breakdowns"]) == {"figure_type", "question_template", "confusion_matrix"}
-    preds = report.read_jsonl(mdir / "predictions.jsonl")
+    preds = prediction_files.read_jsonl(mdir / "predictions.jsonl")
     assert len(preds) == 2 and all(p["prediction"] in (0, 1) for p in preds)
     assert (mdir / "accuracy_by_group.png").stat().st_size > 1000
     rows = [json.loads(x) for x in (tmp_path / "train_metrics.jsonl").read_text().splitlines()]

@@ -37,7 +37,7 @@ def _cmd(workdir, bindings):
     cmd = [
         sys.executable,
         "-c",
-        "import sys; from chartjax.train import main; main(sys.argv[1:])",
+        "import sys; from chartjax.tools.train import main; main(sys.argv[1:])",
         "--gin_file=tasks/synthetic_rn.gin",
         f"--workdir={workdir}",
     ]

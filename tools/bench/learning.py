@@ -227,8 +227,8 @@ def run(args) -> dict:
 
     from chartjax import config as config_lib
     from chartjax import train as train_lib
-    from chartjax.data import feature_cache
-    from chartjax.tasks import deplot, seq2seq
+    from chartjax.data import feature_cache, sources
+    from chartjax.tasks import chart_info_tables, deplot, seq2seq
 
     bench = harness.Run("learning", vars(args), LIBS)
     t_start = time.time()
@@ -320,12 +320,13 @@ def run(args) -> dict:
     first, last = curve[0], curve[-1]
     heldout_targets = [
         r["target"]
-        for r in seq2seq.iter_records(
-            heldout_dir,
-            "train",
-            lambda ex: [r for r in [deplot.chart_info_record(ex)] if r],
-            deplot.CHART_INFO_KEYS,
-        )
+        for r in sources.TfdsSource(
+            "chart_info/synthetic_2019",
+            directory=heldout_dir,
+            expand=lambda ex: [r for r in [chart_info_tables.chart_info_record(ex)] if r],
+            field_keys=chart_info_tables.CHART_INFO_KEYS,
+            image_key=None,
+        ).records("train")
     ]
     summary = {
         "improved": last["rms_f1"] > first["rms_f1"],

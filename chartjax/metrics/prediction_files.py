@@ -1,0 +1,148 @@
+"""Prediction files and their ids: the one JSONL reader and writer, id-keyed rows, id checks.
+
+Used by evaluation and inference (writing predictions.jsonl), by `chartjax-score` (reading
+predictions, references and folders of per-image JSON) and by the tasks that read another run's
+predictions (DePlot tables, predicted labels). Errors name the file and the line or the ids.
+Plain Python: no jax or TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from chartjax.metrics.report import atomic_write_text
+
+
+class PredictionFileError(ValueError):
+    """A prediction or reference file that cannot be used; the message names file and line."""
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Writes one JSON object per line (UTF-8, atomically); errors name the row."""
+    lines = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{path}: row {i}: expected a JSON object, got {type(row).__name__}")
+        try:
+            lines.append(json.dumps(dict(row), ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: row {i}: not JSON-serializable: {err}") from err
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """Yields (line number, object) per non-blank line; errors name file and line."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise PredictionFileError(
+                    f"{path}:{lineno}: invalid UTF-8 ({err.reason})"
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise PredictionFileError(f"{path}:{lineno}: invalid JSON: {err.msg}") from None
+            if not isinstance(row, dict):
+                raise PredictionFileError(
+                    f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}"
+                )
+            yield lineno, row
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Reads one JSON object per line; blank lines are skipped; errors name file and line."""
+    return [row for _, row in iter_jsonl(path)]
+
+
+def read_id_rows(
+    path: str | os.PathLike, what: str, *, required: Sequence[str] = ("id",)
+) -> dict[str, dict]:
+    """`{id: row}` of a JSONL file; a row without a `required` field or a duplicate id is an
+    error naming the file and line."""
+    rows: dict[str, dict] = {}
+    lines: dict[str, int] = {}
+    try:
+        loaded = list(iter_jsonl(path))
+    except OSError as err:
+        raise PredictionFileError(f"{what}: cannot read {path}: {err}") from None
+    for lineno, row in loaded:
+        missing = [k for k in required if k not in row]
+        if missing:
+            raise PredictionFileError(
+                f"{what} {path}:{lineno}: no {' / '.join(map(repr, missing))} field"
+            )
+        key = str(row["id"])
+        if key in rows:
+            raise PredictionFileError(
+                f"{what} {path}:{lineno}: duplicate id {key!r} (first on line {lines[key]})"
+            )
+        rows[key], lines[key] = row, lineno
+    return rows
+
+
+def read_json_dir(path: str | os.PathLike, what: str) -> dict[str, Any]:
+    """`{id: parsed JSON}` of a folder of `<id>.json` files (nested folders: the relative path)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise PredictionFileError(f"{what}: {path} is not a folder of <id>.json files")
+    out = {}
+    for file in sorted(root.rglob("*.json")):
+        try:
+            out[file.relative_to(root).with_suffix("").as_posix()] = json.loads(
+                file.read_text("utf-8")
+            )
+        except (OSError, ValueError) as err:
+            raise PredictionFileError(f"{file}: invalid JSON: {err}") from None
+    if not out:
+        raise PredictionFileError(f"{what}: no .json file under {path}")
+    return out
+
+
+def sample_ids(ids) -> str:
+    ids = sorted(ids)
+    return ", ".join(map(repr, ids[:5])) + (f" (and {len(ids) - 5} more)" if len(ids) > 5 else "")
+
+
+def align_ids(ref_ids, pred_ids, *, allow_missing: bool, what: str = "prediction") -> frozenset:
+    """Checks the id sets; returns the missing ids (allowed only with allow_missing)."""
+    extra = set(pred_ids) - set(ref_ids)
+    if extra:
+        raise PredictionFileError(
+            f"{len(extra)} {what} id(s) not in the references: {sample_ids(extra)}"
+        )
+    missing = set(ref_ids) - set(pred_ids)
+    if missing and not allow_missing:
+        raise PredictionFileError(
+            f"{len(missing)} reference id(s) have no prediction: {sample_ids(missing)} "
+            "(--allow_missing scores them as wrong)"
+        )
+    return frozenset(missing)
+
+
+def require_ids(rows: Mapping[str, Any], ids: Iterable[str], path, what: str, split: str) -> None:
+    """Fails when `rows` (read from `path`) lacks one of `ids`, naming the file and the id."""
+    missing = [i for i in ids if i not in rows]
+    if missing:
+        raise KeyError(
+            f"{what} {path} has no row for id {missing[0]!r} (split {split!r}; "
+            f"{len(missing)} ids of that split missing)"
+        )
+
+
+def lookup(rows: Mapping[str, dict], example_id: str, path, what: str) -> dict:
+    if example_id not in rows:
+        raise KeyError(f"{what} {path} has no row for id {example_id!r}")
+    return rows[example_id]
+
+
+def field_of(rows: Sequence[Mapping], name: str) -> list | None:
+    """Every row's `name`, or None unless all rows have it (optional breakdown fields)."""
+    return [r[name] for r in rows] if rows and all(name in r for r in rows) else None

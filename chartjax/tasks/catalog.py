@@ -1,0 +1,78 @@
+"""Every benchmark chartjax knows, by name: the one place that lists the task modules.
+
+* `get_task(name)`: the training/evaluation Task (`train.task = "figureqa"` in gin; each
+  factory is gin-configurable under its own name, e.g. `figureqa_task.image_size`).
+* `inference(name)`: the InferenceSpec behind `chartjax-infer --task NAME`.
+* `scorer(name)`: the FileScorer behind `chartjax-score --task NAME` (DESIGN.md §8 names).
+"""
+
+from __future__ import annotations
+
+from chartjax.tasks import (
+    chart_info,
+    chart_to_text,
+    chartcheck,
+    chartqa,
+    deplot,
+    figureqa,
+    free_form,
+    seq2seq_synthetic,
+    synthetic,
+)
+from chartjax.tasks.task import FileScorer, InferenceSpec, Task
+
+TASKS = {
+    "figureqa": figureqa.make_task,
+    "chartcheck": chartcheck.make_task,
+    "chart_to_text": chart_to_text.make_task,
+    "chart_info": chart_info.make_task,
+    "deplot": deplot.make_task,
+    "synthetic": synthetic.make_task,
+    "synthetic_seq2seq": seq2seq_synthetic.make_task,
+}
+INFERENCE: dict[str, InferenceSpec] = {
+    spec.name: spec
+    for spec in (
+        deplot.INFERENCE,
+        chartqa.INFERENCE,
+        chartcheck.INFERENCE,
+        free_form.CAPTION,
+        chart_to_text.INFERENCE,
+        free_form.TEXT,
+    )
+}
+SCORERS: dict[str, FileScorer] = {
+    s.name: s
+    for s in (
+        figureqa.SCORER,
+        chartcheck.SCORER,
+        chart_to_text.SCORER,
+        *chart_info.SCORERS,
+        deplot.SCORER,
+        chartqa.SCORER,
+    )
+}
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise KeyError(f"unknown task {name!r}; known: {sorted(TASKS)}")
+    return TASKS[name]()
+
+
+def inference(name: str) -> InferenceSpec:
+    if name not in INFERENCE:
+        raise KeyError(f"no inference task {name!r}; known: {sorted(INFERENCE)}")
+    return INFERENCE[name]
+
+
+def templates() -> dict[str, str]:
+    """Every task's named prompts (`chartjax-infer --template NAME`), e.g. a ChartCheck
+    Flan-T5 prompt for `--task text`."""
+    return {k: v for spec in INFERENCE.values() for k, v in spec.templates.items()}
+
+
+def scorer(name: str) -> FileScorer:
+    if name not in SCORERS:
+        raise KeyError(f"no scorer {name!r}; known: {sorted(SCORERS)}")
+    return SCORERS[name]

@@ -1,0 +1,153 @@
+"""The contract between a benchmark and the generic loops (DESIGN.md §3).
+
+A benchmark enters chartjax only through its task module, which builds three things:
+
+* `Task`: what `train` and `evaluate` need. Where examples come from (`source`,
+  chartjax/data/sources.py), how one example becomes model features (`features`, a tf.data map),
+  the loss and prediction traced inside jit, and `evaluate` turning predictions into prediction
+  rows and scores. The batching, padding, sharding and prefetching around it are
+  chartjax/data/pipeline.py's, the same for every task.
+* `InferenceSpec`: what `chartjax-infer --task NAME` needs to turn user inputs (images, JSONL
+  rows, a TFDS split) into model inputs: the modality, the named prompts, the reference field, and
+  any extra output the task writes next to predictions.jsonl.
+* `FileScorer`: what `chartjax-score --task NAME` needs to score prediction files (no model, no
+  vocabulary, no jax or TensorFlow): the reference rows of a TFDS example and the metric suite.
+
+The task modules register them in chartjax/tasks/catalog.py, the one place that names them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from chartjax.metrics.scores import Scores
+
+Batch = dict[str, Any]
+
+
+class Source(Protocol):
+    """Where a task's examples come from (chartjax/data/sources.py has the implementations).
+
+    train_examples: this process's share of the infinite, shuffled training stream as a
+      tf.data.Dataset of raw examples, starting at example `start_step * local_batch_size`, so
+      a resumed run sees exactly the batches an uninterrupted one would.
+    eval_examples: this process's share of a split, once, as a tf.data.Dataset.
+    """
+
+    def train_examples(
+        self,
+        *,
+        seed: int,
+        start_step: int,
+        local_batch_size: int,
+        process_index: int,
+        process_count: int,
+    ): ...
+
+    def eval_examples(self, split: str, *, process_index: int, process_count: int): ...
+
+
+class Evaluation(NamedTuple):
+    """A task's reading of its predictions on one split."""
+
+    scores: Scores  # metrics, breakdowns, unavailable metrics, library signatures
+    rows: list[dict]  # predictions.jsonl: {"id", "prediction", "target"?, "input"?, ...}
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceLengths:
+    """The token lengths a seq2seq task feeds its model (analytic FLOPs, models/flops.py)."""
+
+    encoder: int
+    decoder: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """The benchmark-specific half of a training or evaluation run.
+
+    features(keep_host) -> a tf.data map from one example of `source` to model features; with
+      keep_host (evaluation) it also keeps the host-side fields `evaluate` reads.
+    loss(model, batch, train) -> (scalar loss, dict of scalar aux metrics); traced inside jit.
+    predict(model, batch) -> per-example predictions; traced inside jit.
+    evaluate(predictions, host, split) -> Evaluation, on the host; `host` holds the columns of
+      the eval batches that are not model inputs, plus `host_inputs` (padding rows removed).
+    model_inputs: the batch keys the model consumes (everything else stays on the host).
+    host_inputs: model inputs that `evaluate` also reads (large ones such as images are not
+      kept).
+    lengths: the sequence lengths of seq2seq tasks (None for the FigureQA baselines).
+    """
+
+    name: str
+    source: Source
+    features: Callable[[bool], Callable]
+    loss: Callable[..., tuple[Any, dict]]
+    predict: Callable[..., Any]
+    evaluate: Callable[[np.ndarray, Mapping[str, np.ndarray], str], Evaluation]
+    model_inputs: tuple[str, ...]
+    eval_splits: tuple[str, ...] = ()
+    host_inputs: tuple[str, ...] = ()
+    lengths: SequenceLengths | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceSpec:
+    """How `chartjax-infer --task NAME` reads user inputs for one kind of model output.
+
+    modality: "image" (Pix2Struct family: the prompt is rendered above the chart) or "text".
+    default_template: the prompt when neither --header nor --template is given: a key of
+      `templates` or a format string over the input fields; None means --template is required.
+    templates: named prompts `--template NAME` may choose.
+    target_field: the TFDS feature holding the reference, when the dataset has it.
+    target_text(value, label_names): a TFDS reference value -> the reference text.
+    write_outputs(row, out_dir, used): adds task-specific outputs to a prediction row (and
+      files under out_dir, e.g. DePlot's tables/<id>.csv); `used` holds the relative paths taken.
+    field_aliases: other names an input field may have in users' files.
+    """
+
+    name: str
+    modality: str
+    default_template: str | None = ""
+    templates: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    target_field: str | None = None
+    target_text: Callable[[Any, Any], str] | None = None
+    write_outputs: Callable[[dict, str, set], None] | None = None
+    field_aliases: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreInputs:
+    """What `chartjax-score` read, handed to a FileScorer.
+
+    predictions / references: `{id: row}` (JSONL scorers) or `{id: parsed JSON}` (JSON folders).
+    missing: reference ids without a prediction (only with --allow_missing; scored as wrong).
+    options: the flags a scorer may use (compat, images, model-based metric paths).
+    """
+
+    predictions: Mapping[str, Any]
+    references: Mapping[str, Any]
+    missing: frozenset
+    options: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class FileScorer:
+    """How `chartjax-score --task NAME` scores prediction files.
+
+    layout: "jsonl" (predictions.jsonl against references.jsonl / a TFDS split / the
+      predictions' own targets) or "json_dir" (folders of official per-image JSON).
+    score(inputs) -> Scores.
+    reference_row(tfds_example, split) -> a reference row (`target` + breakdown fields); None
+      when references cannot come from TFDS.
+    compat: the metric flavours `--compat` may choose for this task (the first is the default).
+    """
+
+    name: str
+    layout: str
+    score: Callable[[ScoreInputs], Scores]
+    reference_row: Callable[[dict, str], dict] | None = None
+    compat: tuple[str, ...] = ("spec",)

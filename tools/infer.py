@@ -1,0 +1,117 @@
+"""Batch inference with a T5X, HuggingFace or chartjax checkpoint -> predictions.jsonl.
+
+    chartjax-infer --task deplot --checkpoint ~/ckpt/deplot_v1 --vocab ~/ckpt/sentencepiece.model \
+        --images charts/ --out out/deplot --max_patches 4096 --max_decode_len 512
+
+Inputs (exactly one): `--images` files and/or folders; `--inputs` a JSONL file of rows
+`{"id", "image"?, <fields>}`; `--tfds NAME[/CONFIG]:SPLIT` (with `--data_dir`). Prompts: each task's own
+(chartjax/tasks/catalog.py). Preprocessing is the training pipeline's own (chartjax/tasks/seq2seq.py:
+header rendering, Pix2Struct patches, SentencePiece), so a model sees what it was trained on.
+
+Outputs in `--out`:
+  predictions.jsonl  one row per example: {"id", "prediction", "input" (prompt, shortened),
+                     "target" (TFDS/JSONL inputs that have one)}; deplot rows add "table"
+                     ({"title", "header", "rows"}, parsed by chartjax.data.tables) and
+                     "table_file".
+  tables/<id>.csv    deplot only: header row + rows of the parsed table (the title stays in the
+                     JSONL row). An id's "/" makes subfolders; characters outside [A-Za-z0-9._-]
+                     in each part become "_" (a clash gets a "~N" suffix); `table_file` gives
+                     each row's path.
+stdout: one JSON summary line (examples, skipped, truncated inputs, seconds, examples/s).
+
+Decoding is KV-cached greedy (`--beam_size 1`) or beam search (the best beam), batched; the last
+batch is padded to `--batch_size` so decoding compiles once. While the accelerator decodes one
+batch the host prepares the next (JAX dispatch is asynchronous).
+
+Errors stop the run with a message naming the file: an unreadable image (unless `--skip_bad`,
+which reports each skipped input on stderr and counts them), a missing vocabulary, an unknown
+checkpoint format, or a checkpoint whose family does not fit the task (a T5 for an image task, a
+Pix2Struct-family model for `text`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from chartjax import host_memory, infer
+from chartjax.infer_inputs import InputError
+from chartjax.tasks import catalog
+
+DEFAULT_FONT_SIZE = 36
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="chartjax-infer",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--task", required=True, choices=sorted(catalog.INFERENCE))
+    p.add_argument("--checkpoint", required=True, help="T5X, HF or chartjax checkpoint directory")
+    p.add_argument("--format", default="auto", choices=["auto", "t5x", "hf", "chartjax"])
+    p.add_argument("--vocab", required=True, help="SentencePiece model (sentencepiece.model)")
+    p.add_argument("--images", nargs="+", help="image files and/or folders")
+    p.add_argument("--inputs", help='JSONL: {"id", "image"?, <named fields>} per line')
+    p.add_argument("--tfds", help="NAME[/CONFIG]:SPLIT of a built TFDS dataset")
+    p.add_argument("--data_dir", default="~/tensorflow_datasets")
+    p.add_argument("--header", help="literal header/prompt for every example")
+    p.add_argument(
+        "--template",
+        help="prompt: a format string over the input fields, or one "
+        f"of {sorted(catalog.templates())}",
+    )
+    p.add_argument("--target_field", help="field/feature holding the reference (optional)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--batch_size", type=int, default=8)
+    p.add_argument("--max_decode_len", type=int, default=128)
+    p.add_argument("--beam_size", type=int, default=1)
+    p.add_argument("--alpha", type=float, default=0.6, help="beam search length penalty")
+    p.add_argument(
+        "--header_font_size",
+        type=int,
+        default=DEFAULT_FONT_SIZE,
+        help="36 as current pix2struct and HF; the released fine-tunes were most "
+        "likely trained with 12 (models.md §1.5)",
+    )
+    p.add_argument(
+        "--font_path",
+        help="TrueType font for headers (the originals used Arial; default DejaVu Sans)",
+    )
+    p.add_argument("--max_patches", type=int, default=2048)
+    p.add_argument("--max_input_len", type=int, default=512, help="text task input tokens")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16"],
+        help="activation dtype; auto = bfloat16 on GPU/TPU, float32 on CPU",
+    )
+    p.add_argument("--skip_bad", action="store_true", help="skip (and count) unreadable images")
+    a = p.parse_args(argv)
+    for name in (
+        "batch_size",
+        "max_decode_len",
+        "beam_size",
+        "max_patches",
+        "max_input_len",
+        "header_font_size",
+    ):
+        if getattr(a, name) < 1:
+            p.error(f"--{name} must be >= 1")
+    return a
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    host_memory.keep_freed_memory()
+    try:
+        summary = infer.run(args, catalog.inference(args.task), catalog.templates())
+    except (InputError, FileNotFoundError, ValueError) as e:
+        print(f"chartjax-infer: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()
