@@ -1,6 +1,8 @@
 """chartjax training loop, read top to bottom (big_vision style).
 
-    chartjax-train --gin_file=gin_configs/tasks/figureqa_rn.gin --workdir=runs/rn
+    chartjax-train --gin_file=gin_configs/tasks/<recipe>.gin --workdir=runs/<name>
+
+(the command line is chartjax/tools/train.py's).
 
 Sections: distributed init -> mesh and rules -> task and input -> model, optimizer and
 sharded state -> resume -> jitted step -> loop (log, checkpoint, evaluate, NaN guard) -> close.
@@ -20,20 +22,20 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from chartjax import checkpoint as ckpt_lib
-from chartjax import config as config_lib
 from chartjax import evaluate as eval_lib
-from chartjax import host_memory, init_checkpoint, optim, plots
+from chartjax import init_checkpoint, optim, plots
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
 from chartjax.models import flops
 from chartjax.run_log import RunLog
-from chartjax.tasks import registry
+from chartjax.tasks import catalog
+from chartjax.tasks.task import Task
 
 
 def make_train_step(
     model_def: state_lib.ModelDef,
-    task: registry.Task,
+    task: Task,
     tx: optax.GradientTransformation,
     sched: optax.Schedule,
 ) -> Callable:
@@ -122,7 +124,7 @@ def train(
     )
 
     # ---------------------------------------------------------------- task -------------
-    the_task = registry.get_task(task) if isinstance(task, str) else task
+    the_task = catalog.get_task(task) if isinstance(task, str) else task
 
     # ---------------------------------------------------------------- model, optimizer --
     tx, sched = optim.make_optimizer()
@@ -130,7 +132,7 @@ def train(
     ckpt = ckpt_lib.Checkpointer(workdir, keep=keep_checkpoints, best_metric=best_metric)
     ckpt.install_sigterm_handler()
     if flops_per_example == "auto":  # analytic count for T5/Pix2Struct on the task's lengths
-        flops_per_example = flops.for_task(model_fn, the_task.info.get("features"))
+        flops_per_example = flops.for_task(model_fn, the_task.lengths)
 
     # ---------------------------------------------------------------- resume -----------
     if ckpt.latest_step() is not None:
@@ -151,10 +153,10 @@ def train(
             log.info(f"initialized parameters from {init_format} checkpoint {init_path}")
     start_step = int(jax.device_get(state["step"]))
     log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
-    config_lib.save_config(workdir, gin.config_str())
+    save_config(workdir, gin.config_str())
 
     # ---------------------------------------------------------------- input ------------
-    batches = the_task.train_batches(global_batch_size, seed, start_step, pid, nproc)
+    batches = pipeline.train_batches(the_task, global_batch_size, seed, start_step, pid, nproc)
     device_batches = pipeline.prefetch_to_device(batches, mesh, axis_rules, the_task.model_inputs)
 
     # ---------------------------------------------------------------- jitted step ------
@@ -270,7 +272,7 @@ def train(
             evals = run_evals(step)
     ckpt.close()
     log.info(f"stopped at step {step}: {stop_reason}")
-    config_lib.save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
+    save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
     log.close()
     if pid == 0 and last:
         plots.plot_training_curves(
@@ -280,7 +282,8 @@ def train(
     return {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
 
 
-def main(argv=None):
-    args = config_lib.parse_flags(argv, description=__doc__)
-    host_memory.keep_freed_memory()
-    train(args.workdir)
+def save_config(workdir: str, text: str, name: str = "config.gin") -> None:
+    """The resolved gin config next to the checkpoints (process 0 only)."""
+    if jax.process_index() == 0:
+        with open(os.path.join(workdir, name), "w") as f:
+            f.write(text)
