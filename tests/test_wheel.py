@@ -8,6 +8,7 @@ the editable install of the checkout stays out), then used from a folder outside
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -17,10 +18,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "demo_out", "runs")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    # Built from a copy: setuptools' build/ folder would otherwise keep files the tree dropped.
+    src = tmp_path_factory.mktemp("src") / "chartjax"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [
@@ -33,7 +38,7 @@ def wheel(tmp_path_factory) -> Path:
             "-q",
             "-w",
             str(out),
-            str(REPO),
+            str(src),
         ],
         check=True,
         capture_output=True,

@@ -3,7 +3,7 @@ chart_info tasks).
 
 Table derivation from CHART-Info data series (hand-written; no library knows this format). For
 the generator's charts it gives exactly `tables/<stem>.txt` whenever the title and axis titles
-are drawn (tests/tasks/test_tasks_deplot.py checks this); a hidden title gives "TITLE | " (as
+are drawn (tests/tasks/test_deplot.py checks this); a hidden title gives "TITLE | " (as
 DePlot's own `_to_markdown` writes empty titles) and a hidden axis title an empty header cell.
 * header: the independent ("x-axis") axis title, then one column per series (its name); box
   plots: Min | Q1 | Median | Q3 | Max; a single-series scatter: the value-axis title.

@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import jax
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[2])
 VOCAB_SIZE = 400  # SentencePiece pieces (256 bytes + chars + words); tiny models match it
 
 # Text the tiny vocabulary is trained on: words of the prompts, tables and dummy corpora.

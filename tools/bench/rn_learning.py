@@ -15,7 +15,7 @@ stderr; the harness's JSON object (with the whole curve) goes to stdout and `--o
 `--limit 256` is the memorization check: the loss must reach ~0, or gradients do not flow.
 
 The loop is a plain `nnx.jit` step on one device, not chartjax.train: this measures learning
-dynamics on fixed data, not the sharded loop (tests/train cover that). Measured numbers are in
+dynamics on fixed data, not the sharded loop (tests/test_train_*.py cover that). Measured numbers are in
 issue #2's closing note.
 """
 

@@ -30,7 +30,7 @@ from tfds_builders.common import beam_build
 from tfds_builders.common.bad_input import read_skip_report
 from tfds_builders.figureqa import figureqa
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FIGUREQA_DUMMY = REPO / "tfds_builders" / "figureqa" / "dummy_data"
 CHART_INFO_DUMMY = REPO / "tfds_builders" / "chart_info" / "dummy_data"
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from figureqa_oracle import answer
 from PIL import Image
 
 from chartjax.synth.figureqa import generate
 from chartjax.synth.figureqa_data import color_set, load_colors, scheme_set
 from chartjax.synth.figureqa_questions import TEMPLATES
 from chartjax.tools.synth import main as synth_main
+from tests.synth.figureqa_oracle import answer
 
 SEED = 7
 SIZES = {"train_images": 10, "val_images": 3, "test_images": 3}

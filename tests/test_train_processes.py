@@ -14,12 +14,13 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[1])
 TINY = [
     "RNConfig.image_size=16",
     "synthetic_task.image_size=16",

@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ from chartjax.tasks.chartcheck import FLAN_CLASS
 from chartjax.tasks.chartcheck import MATCHA_CLASS as CHARTCHECK_PROMPT
 from chartjax.tools import infer as infer_cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[1])
 VOCAB_SIZE = 400
 MAX_LEN = 8  # decode length
 MAX_PATCHES = 64  # tiny_pix2struct: 4x4 patches, 64 row/col positions

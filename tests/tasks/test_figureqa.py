@@ -3,6 +3,7 @@ and the NaN guard."""
 
 import json
 import os
+from pathlib import Path
 
 import gin
 import pytest
@@ -13,7 +14,7 @@ from chartjax import train as train_lib
 from chartjax.metrics import prediction_files, report
 from tfds_builders.figureqa import figureqa as builder_mod
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[2])
 TINY = [
     "RNConfig.image_size = 16",
     "figureqa_task.image_size = 16",

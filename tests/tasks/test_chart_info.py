@@ -6,9 +6,13 @@ from __future__ import annotations
 import glob
 import json
 import os
+from pathlib import Path
 
 import pytest
-from test_tasks_deplot import (
+
+from chartjax.data import sources
+from chartjax.tasks import chart_info, chart_info_tables
+from tests.tasks.test_deplot import (
     TINY_PIX2STRUCT,
     assert_table_metrics,
     read_eval,
@@ -16,10 +20,7 @@ from test_tasks_deplot import (
     tiny_t5x_checkpoint,
 )
 
-from chartjax.data import sources
-from chartjax.tasks import chart_info, chart_info_tables
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[2])
 DUMMY = os.path.join(ROOT, "tfds_builders", "chart_info", "dummy_data")
 TINY_T5 = [
     "T5Config.emb_dim = 32",

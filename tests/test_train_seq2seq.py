@@ -3,10 +3,10 @@ single-device result under every rules preset (fp32, 1e-5), and one batch can be
 
 import jax
 import pytest
-from step_equivalence import PRESETS, assert_same, run_steps, sharded_leaves
 
 from chartjax.models import pix2struct, t5, tiny
 from chartjax.tasks import seq2seq_synthetic
+from tests.step_equivalence import PRESETS, assert_same, run_steps, sharded_leaves
 
 MODELS = {
     "t5": (

@@ -7,19 +7,20 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import gin
 import numpy as np
 import pytest
-from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
 from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
 from chartjax.metrics.chart_to_text import chart_to_text_scores
 from chartjax.tasks import chart_to_text as c2t
 from chartjax.tasks import seq2seq
+from tests.tasks.tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[2])
 RECIPE_DIR = os.path.join(ROOT, "gin_configs", "tasks")
 
 STATISTA = {
@@ -148,7 +149,7 @@ def test_bad_arguments_are_named():
 
 
 # ----------------------------------------------------------------------- recipes -----------
-# As in test_tasks_chartcheck.py: a model-free pipeline test and a full train() / evaluate()
+# As in test_chartcheck.py: a model-free pipeline test and a full train() / evaluate()
 # run for every recipe.
 
 RUN_TINY = RUN_TINY + [

@@ -6,7 +6,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from figureqa_oracle import answer, paper_roughness
 
 from chartjax.synth.figureqa import SplitSpec, figure_types, split_specs
 from chartjax.synth.figureqa_data import (
@@ -27,6 +26,7 @@ from chartjax.synth.figureqa_questions import (
     qa_pair,
     to_color_ids,
 )
+from tests.synth.figureqa_oracle import answer, paper_roughness
 
 
 # ------------------------------------------------------------------ roughness (paper §3.2)

@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import gin
 import pytest
-from tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
 from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
 from chartjax.tasks import chartcheck as cc
+from tests.tasks.tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[2])
 RECIPE_DIR = os.path.join(ROOT, "gin_configs", "tasks")
 
 EXAMPLE = {

@@ -4,14 +4,14 @@ Checked with glibc's own accounting (mallinfo2: `hblkhd` = bytes in mmapped chun
 heap bytes) in fresh interpreters, because the setting is process-wide.
 """
 
-import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = str(Path(__file__).resolve().parents[1])
 
 CODE = """
 import ctypes, sys

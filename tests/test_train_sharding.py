@@ -3,11 +3,11 @@ under every rules preset (fp32, atol/rtol 1e-5: sharded reductions reorder sums)
 
 import jax
 import pytest
-from step_equivalence import PRESETS, assert_same, run_steps, sharded_leaves
 
 from chartjax import mesh as mesh_lib
 from chartjax.models import relation_network as rn
 from chartjax.tasks import synthetic
+from tests.step_equivalence import PRESETS, assert_same, run_steps, sharded_leaves
 
 CFG = rn.RNConfig(
     kind="rn",

@@ -16,7 +16,7 @@ from chartjax.metrics import prediction_files, report
 from chartjax.metrics import tables as table_metrics
 from chartjax.tasks import chart_info_tables, deplot
 
-# The same tiny Pix2Struct for every image recipe (test_tasks_chart_info.py too), so the
+# The same tiny Pix2Struct for every image recipe (test_chart_info.py too), so the
 # session's persistent compilation cache serves later recipes. 8 simulated devices: batch 8.
 TINY_PIX2STRUCT = [
     "Pix2StructConfig.emb_dim = 32",

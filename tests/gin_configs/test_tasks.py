@@ -3,8 +3,9 @@ recipe the table names exists (smoke, demo and synthetic recipes are not paper r
 
 import os
 import re
+from pathlib import Path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[2])
 NOT_ROWS = re.compile(r"(_smoke|_demo_|^synthetic_)")
 
 

@@ -2,7 +2,7 @@
 
 import functools
 import math
-import os
+from pathlib import Path
 
 import gin
 import jax
@@ -14,7 +14,7 @@ from flax import nnx
 from chartjax.models import configurables, layers, losses, pix2struct, t5, tiny
 from chartjax.models.model_configs import Pix2StructConfig
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = str(Path(__file__).resolve().parents[2])
 LOGICAL = {
     "embed",
     "mlp",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import tensorflow_datasets as tfds
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BUILDER_DIR = REPO / "tfds_builders" / "figureqa"
 
 

@@ -1,9 +1,8 @@
-"""ChartCheck label parsing/breakdowns and FigureQA scoring (metrics reference §1.1, §4)."""
+"""ChartCheck label parsing and breakdowns (metrics reference §1.1)."""
 
 import pytest
 
 from chartjax.metrics import chartcheck as CC
-from chartjax.metrics import figureqa as FQ
 
 
 @pytest.mark.parametrize(
@@ -51,16 +50,3 @@ def test_chartcheck_unparseable_counted_or_dropped():
     dropped = CC.chartcheck_scores(gens, gold, drop_unparseable=True)
     assert dropped.metrics["accuracy"] == pytest.approx(1 / 3)
     assert dropped.metrics["num_unparseable"] == 1
-
-
-def test_figureqa_scores_and_withheld_answers():
-    out = FQ.figureqa_scores(
-        ["yes", 0, "1", "maybe"],
-        [1, 0, 0, 1],
-        figure_types=["pie"] * 4,
-        question_ids=[0, 0, 14, 14],
-    )
-    assert out.metrics["accuracy"] == 0.5 and out.metrics["num_unparseable"] == 1
-    assert out.breakdowns["question_template"]["14"]["accuracy"] == 0.0
-    withheld = FQ.figureqa_scores([1, 0], [-1, -1])
-    assert withheld.metrics == {} and "no released answers" in withheld.unavailable["accuracy"]
