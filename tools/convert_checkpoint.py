@@ -23,6 +23,8 @@ import os
 import sys
 import time
 
+from chartjax import quiet
+
 # The chartjax params format lives in chartjax/interop/chartjax_ckpt.py (infer reads it too);
 # the old names stay importable from here.
 from chartjax.interop.chartjax_ckpt import load as load_chartjax
@@ -69,7 +71,8 @@ def main(argv=None) -> None:
         help="step recorded in a T5X output (default: the input's T5X step, else 0)",
     )
     p.add_argument("--pytorch_bin", action="store_true", help="HF output as pytorch_model.bin")
-    a = p.parse_args(argv)
+    quiet.add_flag(p)
+    a = p.parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     if not os.path.exists(a.input):
         p.error(f"input not found: {a.input}")
     if os.path.exists(a.output) and os.listdir(a.output):

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+from chartjax import quiet
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURE_TYPES = ("vbar_categorical", "hbar_categorical", "pie", "line", "dot_line")
 
@@ -136,7 +138,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rn-budget-s", type=float, default=None, help="override the gin budget")
     p.add_argument("--text-budget-s", type=float, default=None)
-    args = p.parse_args(argv)
+    quiet.add_flag(p)
+    args = p.parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     from chartjax import host_memory
 
     host_memory.keep_freed_memory()  # as the chartjax-* entry points run

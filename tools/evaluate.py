@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
-from chartjax import config, host_memory
+from chartjax import config, host_memory, quiet
 from chartjax import evaluate as eval_lib
 
 
 def main(argv=None) -> None:
+    argv = quiet.setup(argv)  # before anything imports TensorFlow
+
     def extra(p):
+        quiet.add_flag(p)
         p.add_argument("--checkpoint", default=None, help="a checkpoint step folder")
         p.add_argument("--split", action="append", default=None)
 

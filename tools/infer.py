@@ -35,7 +35,7 @@ import argparse
 import json
 import sys
 
-from chartjax import host_memory, infer
+from chartjax import host_memory, infer, quiet
 from chartjax.infer_inputs import InputError
 from chartjax.tasks import catalog
 
@@ -88,6 +88,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="activation dtype; auto = bfloat16 on GPU/TPU, float32 on CPU",
     )
     p.add_argument("--skip_bad", action="store_true", help="skip (and count) unreadable images")
+    quiet.add_flag(p)
     a = p.parse_args(argv)
     for name in (
         "batch_size",
@@ -103,7 +104,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> None:
-    args = parse_args(argv)
+    args = parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     host_memory.keep_freed_memory()
     try:
         summary = infer.run(args, catalog.inference(args.task), catalog.templates())

@@ -25,6 +25,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from chartjax import quiet
 from chartjax.metrics import prediction_files, report
 from chartjax.metrics.prediction_files import PredictionFileError
 from chartjax.metrics.scores import Scores
@@ -64,6 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--ppl_model", help="local causal LM directory for perplexity (e.g. gpt2-medium)"
     )
+    quiet.add_flag(p)
     return p.parse_args(argv)
 
 
@@ -216,7 +218,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     try:
         obj = run(args)
     except (ScoreError, PredictionFileError, ValueError) as err:
