@@ -9,6 +9,8 @@ import os
 
 import gin
 
+from chartjax import recipe
+
 # The gin files ship inside the package (chartjax.gin_configs; the checkout's gin_configs/).
 GIN_DIR = str(importlib.resources.files("chartjax.gin_configs"))
 GIN_PREFIX = "gin_configs/"  # recipes and docs name files as the checkout lays them out
@@ -45,6 +47,7 @@ def parse_gin(files, bindings=()) -> None:
     gin.add_config_file_search_path(GIN_DIR)
     resolved = [find_gin_file(f) for f in files]
     gin.parse_config_files_and_bindings(resolved, list(bindings), finalize_config=False)
+    recipe.record_gin_files(files)  # config.gin then names the run's recipe
 
 
 def find_gin_file(name: str) -> str:

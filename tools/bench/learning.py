@@ -271,9 +271,7 @@ def run(args) -> dict:
     phases["vocab_s"] = time.time() - t
 
     gin.clear_config()
-    config_lib.parse_gin(
-        ["models/pix2struct.gin", "hardware/cpu.gin"], gin_bindings(args, vocab_file, vocab_size)
-    )
+    config_lib.parse_gin(["models/pix2struct.gin"], gin_bindings(args, vocab_file, vocab_size))
     t = time.time()
     features = seq2seq.Features()
     splits = {"train_split": "train", "eval_splits": ("train",)}
