@@ -57,6 +57,7 @@ def test_wheel_holds_the_package_and_nothing_generic_at_top_level(wheel):
     assert "chartjax/tools/score.py" in names and "chartjax/tools/bench/harness.py" in names
     assert "chartjax/gin_configs/tasks/figureqa_rn.gin" in names
     assert "chartjax/gin_configs/hardware/data_parallel.gin" in names
+    assert "chartjax/tools/paper_numbers.json" in names  # chartjax.tools.paper_tables reads it
     assert any(n.startswith("tfds_builders/figureqa/dummy_data/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
