@@ -8,7 +8,11 @@ EXTRAS ?= dev,hf
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install demo test lint bench clean
+# Headless Chromium renders report.html in tests/metrics/test_html_report.py: Debian's package,
+# installed when missing and apt-get exists (as root, else through sudo -n).
+APT := $(if $(filter 0,$(shell id -u)),,sudo -n) env DEBIAN_FRONTEND=noninteractive apt-get
+
+.PHONY: install demo test lint bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,7 +21,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m chartjax.tools.nltk_data  # WordNet + punkt for METEOR, offline (metrics reference §6)
 	touch $(STAMP)
 
-install: $(STAMP)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
+	  $(APT) install -y -q chromium || { $(APT) update -q && $(APT) install -y -q chromium; }
+
+install: $(STAMP) chromium
 
 demo: $(STAMP)
 	$(PY) -m chartjax.tools.demo --out demo_out
@@ -26,7 +34,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from chartjax import quiet
-from chartjax.metrics import prediction_files, report
+from chartjax.metrics import html_report, prediction_files, report
 from chartjax.metrics.prediction_files import PredictionFileError
 from chartjax.metrics.scores import Scores
 from chartjax.tasks import catalog
@@ -64,6 +64,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bleurt_checkpoint", help="local BLEURT checkpoint directory (PyTorch port)")
     p.add_argument(
         "--ppl_model", help="local causal LM directory for perplexity (e.g. gpt2-medium)"
+    )
+    p.add_argument(
+        "--report",
+        nargs="?",
+        const="",
+        metavar="HTML",
+        help="also write an HTML report of metrics, plot and examples (default: report.html "
+        "next to --out; thumbnails from --images <id>.png/.jpg/...)",
     )
     quiet.add_flag(p)
     return p.parse_args(argv)
@@ -214,6 +222,15 @@ def run(args: argparse.Namespace) -> dict:
     )
     report.write_metrics(args.out, obj)
     _plot(obj, Path(args.out).with_suffix(".png"))
+    if args.report is not None:
+        whole = catalog.scorer(args.task).layout == "json_dir"
+        html_report.write_report(
+            args.report or Path(args.out).with_name("report.html"),
+            obj,
+            html_report.merge_rows(preds, refs, whole_objects=whole),
+            plots=[Path(args.out).with_suffix(".png")],
+            image_for=lambda row: html_report.find_image(row, [args.images] if args.images else []),
+        )
     return obj
 
 

@@ -1,0 +1,358 @@
+"""report.html: one evaluation to look at, written next to metrics.json.
+
+The page holds the headline metrics (with their 95% confidence intervals where metrics.json has
+``<name>_ci95_low``/``_high``), the breakdown tables and plots (PNGs beside the report, linked by
+relative path), and a table of examples: chart thumbnail (where the row names an image), input,
+prediction, target and whether they match, with DePlot's predicted and true tables side by
+side. A text box and a match selector filter the rows (a few lines of vanilla JS). Nothing is
+fetched from the network: styles and script are inline, thumbnails are inline data: URIs (the
+first ``MAX_INLINE_THUMBNAILS``; later ones link the image by relative path).
+
+"match" is the row's own ``correct`` field where it has one, else an exact match of prediction
+and target after collapsing whitespace and case (any of a list of targets); blank without a
+target. It is a browsing aid, not one of the task's metrics.
+
+Plain Python (html, json, PIL for thumbnails): no jax or TensorFlow.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from chartjax.data import tables as table_format
+from chartjax.metrics.report import atomic_write_text
+
+__all__ = ["find_image", "merge_rows", "row_matches", "write_report"]
+
+MAX_ROWS = 5000
+MAX_INLINE_THUMBNAILS = 500
+THUMBNAIL_PX = 160
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
+_SHOWN_FIELDS = ("id", "input", "prediction", "target", "image", "correct", "table", "table_file")
+CI_LOW, CI_HIGH = "_ci95_low", "_ci95_high"
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.4em} h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
+th{background:#f2f2f2;text-align:left} .num{text-align:right;font-variant-numeric:tabular-nums}
+.ci{color:#666} .meta{color:#666;font-size:12px} .plots img{max-width:100%;border:1px solid #ddd}
+#examples td{max-width:28em;overflow-wrap:anywhere;white-space:pre-wrap}
+#examples td.thumb{width:164px;white-space:normal} td.thumb img{display:block}
+tr.ok td.match{background:#e3f6e3} tr.wrong td.match{background:#fbe4e4}
+table.tbl td,table.tbl th{font-size:12px;padding:1px 4px} .side{display:flex;gap:8px}
+#filters{margin:.6em 0} #filters input{width:22em} .plots{margin-top:1em}
+"""
+
+_SCRIPT = """
+(function(){
+  var text=document.getElementById('filter-text'), match=document.getElementById('filter-match');
+  var rows=Array.prototype.slice.call(document.querySelectorAll('#examples tbody tr'));
+  var count=document.getElementById('shown');
+  function apply(){
+    var q=text.value.toLowerCase(), m=match.value, n=0;
+    rows.forEach(function(r){
+      var ok=(!q||r.textContent.toLowerCase().indexOf(q)>=0)&&(m==='all'||r.dataset.match===m);
+      r.style.display=ok?'':'none'; if(ok){n++;}
+    });
+    count.textContent=n;
+  }
+  text.addEventListener('input',apply); match.addEventListener('change',apply); apply();
+})();
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _text(value: Any) -> str:
+    """A cell value as text: strings as they are, other JSON values compactly."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _normalized(value: Any) -> str:
+    return " ".join(_text(value).split()).casefold()
+
+
+def row_matches(row: Mapping[str, Any]) -> bool | None:
+    """The row's ``correct`` field, else whether prediction equals (one of) the target(s)
+    after collapsing whitespace and case; None when the row has no target."""
+    if "correct" in row and row["correct"] is not None:
+        return bool(row["correct"])
+    if "target" not in row or row["target"] is None:
+        return None
+    targets = row["target"] if isinstance(row["target"], list) else [row["target"]]
+    prediction = _normalized(row.get("prediction", ""))
+    return any(prediction == _normalized(t) for t in targets)
+
+
+def merge_rows(
+    predictions: Mapping[str, Mapping],
+    references: Mapping[str, Mapping],
+    *,
+    whole_objects: bool = False,
+) -> list[dict]:
+    """Report rows in the references' order: the prediction row with the reference's fields
+    added (its target wins, as in scoring); a missing prediction is an empty one, wrong.
+    With ``whole_objects`` (CHART-Info's per-image JSON) the objects themselves are the
+    prediction and the target."""
+    rows = []
+    for key, ref in references.items():
+        pred = predictions.get(key)
+        if whole_objects:
+            rows.append({"id": key, "prediction": "" if pred is None else pred, "target": ref})
+            if pred is None:
+                rows[-1].update(correct=False, missing=True)
+            continue
+        row = {**dict(ref), **(dict(pred) if pred is not None else {})}
+        if "target" in ref:
+            row["target"] = ref["target"]
+        if pred is None:
+            row.update(prediction="", correct=False, missing=True)
+        rows.append(row)
+    return rows
+
+
+def find_image(row: Mapping[str, Any], image_dirs: Sequence[str] = ()) -> str | None:
+    """The chart image of a row: its ``image`` field when that is an existing file path, else
+    ``<dir>/<id><ext>`` in the first of ``image_dirs`` that has one."""
+    image = row.get("image")
+    if isinstance(image, str) and os.path.isfile(image):
+        return image
+    key = str(row.get("id", ""))
+    for folder in image_dirs:
+        for ext in IMAGE_EXTENSIONS:
+            path = os.path.join(folder, key + ext)
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def _thumbnail(path: str) -> tuple[str, int, int] | None:
+    """(data: URI, width, height) of a PNG thumbnail, or None if the image cannot be read."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            im.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+            buf = io.BytesIO()
+            im.save(buf, format="PNG", optimize=True)
+    except (OSError, ValueError):
+        return None
+    uri = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return uri, im.width, im.height
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _esc(_text(value))
+    return _esc(f"{value:,}" if isinstance(value, int) else f"{value:.4f}")
+
+
+def _metric_cells(name: str, values: Mapping[str, Any]) -> str:
+    cell = _format(values[name])
+    low, high = values.get(name + CI_LOW), values.get(name + CI_HIGH)
+    if low is not None and high is not None:
+        cell += f' <span class="ci">[{_format(low)}, {_format(high)}]</span>'
+    return cell
+
+
+def _names(values: Mapping[str, Any]) -> list[str]:
+    return [k for k in values if not k.endswith((CI_LOW, CI_HIGH))]
+
+
+def _metrics_section(obj: Mapping[str, Any]) -> str:
+    metrics = obj.get("metrics", {})
+    out = ['<h2>Metrics</h2><table id="metrics"><tr><th>metric</th><th>value [95% CI]</th></tr>']
+    for name in _names(metrics):
+        out.append(
+            f'<tr><td>{_esc(name)}</td><td class="num">{_metric_cells(name, metrics)}</td></tr>'
+        )
+    out.append("</table>")
+    unavailable = obj.get("unavailable") or {}
+    if unavailable:
+        out.append("<h2>Not computed</h2><ul>")
+        out += [f"<li><b>{_esc(k)}</b>: {_esc(v)}</li>" for k, v in unavailable.items()]
+        out.append("</ul>")
+    return "".join(out)
+
+
+def _breakdowns_section(breakdowns: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    out = []
+    for name, groups in breakdowns.items():
+        columns: list[str] = []
+        for values in groups.values():
+            columns += [c for c in _names(values) if c not in columns]
+        columns.sort(key=lambda c: c != "n")
+        out.append(f"<h3>{_esc(name)}</h3><table class='breakdown'><tr><th>group</th>")
+        out += [f"<th>{_esc(c)}</th>" for c in columns]
+        out.append("</tr>")
+        for group, values in groups.items():
+            cells = "".join(
+                f'<td class="num">{_metric_cells(c, values) if c in values else ""}</td>'
+                for c in columns
+            )
+            out.append(f"<tr><td>{_esc(group)}</td>{cells}</tr>")
+        out.append("</table>")
+    return "<h2>Breakdowns</h2>" + "".join(out) if out else ""
+
+
+def _table_html(text: Any) -> str:
+    """A linearized table as an HTML table (title above); unparseable text as it is."""
+    if not isinstance(text, str):
+        return f"<pre>{_esc(_text(text))}</pre>"
+    try:
+        table = table_format.parse(text)
+    except ValueError:
+        return _esc(text)
+    if not table.header and not table.rows:
+        return _esc(text)
+    out = [f"<div class='meta'>{_esc(table.title)}</div>" if table.title else ""]
+    out.append("<table class='tbl'><tr>")
+    out += [f"<th>{_esc(c)}</th>" for c in table.header]
+    out.append("</tr>")
+    for row in table.rows:
+        out.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _example_rows(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    report_dir: str,
+    image_for: Callable[[Mapping[str, Any]], str | None] | None,
+    tables: bool,
+) -> tuple[str, bool]:
+    images = [image_for(r) if image_for else None for r in rows]
+    with_thumbs = any(images)
+    out = []
+    inline = 0
+    for i, (row, image) in enumerate(zip(rows, images)):
+        match = row_matches(row)
+        state = {True: "ok", False: "wrong", None: "none"}[match]
+        meta = " ".join(
+            f"{k}={_text(v)}"
+            for k, v in row.items()
+            if k not in _SHOWN_FIELDS and isinstance(v, str | int | float | bool)
+        )
+        cells = [
+            f'<td class="num">{i + 1}</td>',
+            f"<td>{_esc(row.get('id', ''))}<div class='meta'>{_esc(meta)}</div></td>",
+        ]
+        if with_thumbs:
+            img, alt = "", _esc(f"chart {row.get('id', '')}")
+            thumb = _thumbnail(image) if image and inline < MAX_INLINE_THUMBNAILS else None
+            if thumb:
+                inline += 1
+                uri, width, height = thumb
+                img = f'<img src="{uri}" width="{width}" height="{height}" alt="{alt}">'
+            elif image:
+                rel = os.path.relpath(os.path.abspath(image), report_dir).replace(os.sep, "/")
+                img = (
+                    f'<img src="{_esc(rel)}" alt="{alt}" loading="lazy" '
+                    f'style="max-width:{THUMBNAIL_PX}px;max-height:{THUMBNAIL_PX}px">'
+                )
+            cells.append(f'<td class="thumb">{img}</td>')
+        cells.append(f"<td>{_esc(_text(row.get('input', '')))}</td>")
+        prediction, target = row.get("prediction", ""), row.get("target")
+        if tables:
+            cells.append(
+                f"<td><div class='side'><div>{_table_html(prediction)}</div>"
+                f"<div>{_table_html(target) if target is not None else ''}</div></div></td>"
+            )
+        else:
+            cells.append(f"<td>{_esc(_text(prediction))}</td>")
+            cells.append(f"<td>{_esc(_text(target)) if target is not None else ''}</td>")
+        mark = {True: "&#10003;", False: "&#10007;", None: ""}[match]
+        cells.append(f'<td class="match">{mark}</td>')
+        out.append(f'<tr class="{state}" data-match="{state}">{"".join(cells)}</tr>')
+    return "".join(out), with_thumbs
+
+
+def write_report(
+    path: str | os.PathLike,
+    metrics_obj: Mapping[str, Any],
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    plots: Sequence[str | os.PathLike] = (),
+    image_for: Callable[[Mapping[str, Any]], str | None] | None = find_image,
+    tables: bool | None = None,
+    max_rows: int = MAX_ROWS,
+) -> str:
+    """Writes report.html for one metrics.json object and its prediction rows; returns the path.
+
+    Args:
+      path: the HTML file (``report.html`` next to ``metrics.json``).
+      metrics_obj: the metrics.json object (DESIGN.md §5).
+      rows: prediction rows ``{"id", "prediction", "target"?, "input"?, "image"?, ...}``; other
+        short fields (figure_type, chart_type, ...) are shown under the id and can be filtered.
+      plots: PNG files to show (existing ones only, linked relative to the report).
+      image_for: row -> chart image path or None; without any image the thumbnail column is
+        left out.
+      tables: render prediction and target as linearized tables side by side (default: when
+        the task's name starts with "deplot").
+      max_rows: rows beyond this many are left out of the page (the report says so;
+        predictions.jsonl has them all).
+    """
+    path = os.fspath(path)
+    report_dir = os.path.dirname(os.path.abspath(path))
+    rows = list(rows)
+    shown = rows[:max_rows]
+    task = str(metrics_obj.get("task", ""))
+    if tables is None:
+        tables = task.startswith("deplot")
+    body, with_thumbs = _example_rows(
+        shown, report_dir=report_dir, image_for=image_for, tables=tables
+    )
+    title = f"{task} {metrics_obj.get('split', '')}"
+    if metrics_obj.get("step") is not None:
+        title += f" @ step {metrics_obj['step']}"
+    plot_imgs = [
+        f'<img src="{_esc(os.path.relpath(os.path.abspath(p), report_dir).replace(os.sep, "/"))}"'
+        f' alt="breakdown plot">'
+        for p in map(os.fspath, plots)
+        if os.path.isfile(p)
+    ]
+    provenance = metrics_obj.get("provenance") or {}
+    header = ["#", "id", *(["chart"] if with_thumbs else []), "input"]
+    header += ["prediction | target"] if tables else ["prediction", "target"]
+    header.append("match")
+    note = (
+        f" (the first {len(shown):,} of {len(rows):,}; predictions.jsonl has them all)"
+        if len(shown) < len(rows)
+        else ""
+    )
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{_esc(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_esc(title)}</h1>",
+        f"<p class='meta'>{_esc(metrics_obj.get('num_examples', len(rows)))} examples; "
+        f"checkpoint {_esc(provenance.get('checkpoint'))}; chartjax "
+        f"{_esc(provenance.get('chartjax'))} ({_esc(provenance.get('git'))})</p>",
+        _metrics_section(metrics_obj),
+        _breakdowns_section(metrics_obj.get("breakdowns") or {}),
+        f"<div class='plots'>{''.join(plot_imgs)}</div>" if plot_imgs else "",
+        f"<h2>Examples{_esc(note)}</h2>",
+        "<div id='filters'><input id='filter-text' type='search' placeholder='filter: any text "
+        "in the row'> <select id='filter-match'><option value='all'>all</option>"
+        "<option value='ok'>match</option><option value='wrong'>no match</option>"
+        "<option value='none'>no target</option></select> "
+        f"<span id='shown'>{len(shown)}</span> of {len(shown)} shown</div>",
+        "<table id='examples'><thead><tr>",
+        "".join(f"<th>{_esc(h)}</th>" for h in header),
+        f"</tr></thead><tbody>{body}</tbody></table>",
+        f"<script>{_SCRIPT}</script></body></html>\n",
+    ]
+    atomic_write_text(path, "".join(parts))
+    return path
