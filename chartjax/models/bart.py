@@ -29,7 +29,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.layers import constrain, mask_to_bias
+from chartjax.models.layers import attention_inputs, constrain
+from chartjax.models.model_configs import check_attention_impl
 from chartjax.models.tapas import (
     SUPPORTED_ACTIVATIONS,
     Attention,
@@ -38,7 +39,7 @@ from chartjax.models.tapas import (
     FeedForward,
     LayerNorm,
     check_activation,
-    key_padding_bias,
+    key_padding_inputs,
     refuse,
 )
 
@@ -82,8 +83,10 @@ class BartConfig:
     forced_eos_token_id: int | None = None
     z_loss: float = 0.0  # BART trains without z-loss (chartjax.models.losses reads cfg.z_loss)
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
+    attention_impl: str = "dot_product"  # model_configs.ATTENTION_IMPLS
 
     def __post_init__(self):
+        check_attention_impl("BartConfig", self.attention_impl)
         for f in (
             "vocab_size",
             "d_model",
@@ -210,13 +213,17 @@ def _common(cfg: BartConfig) -> dict:
     return {"std": cfg.init_std, "dtype": cfg.activation_dtype}
 
 
+def _attention_common(cfg: BartConfig) -> dict:
+    return {**_common(cfg), "attention_impl": cfg.attention_impl}
+
+
 class BartDecoderLayer(nnx.Module):
     def __init__(self, cfg: BartConfig, *, rngs: nnx.Rngs):
         e, h, eps, kw = cfg.d_model, cfg.decoder_attention_heads, cfg.layer_norm_eps, _common(cfg)
-        dt = cfg.activation_dtype
-        self.self_attention = Attention(e, h, dropout_rate=cfg.attention_dropout, rngs=rngs, **kw)
+        dt, akw = cfg.activation_dtype, _attention_common(cfg)
+        self.self_attention = Attention(e, h, dropout_rate=cfg.attention_dropout, rngs=rngs, **akw)
         self.self_attention_norm = LayerNorm(e, eps=eps, dtype=dt, rngs=rngs)
-        self.cross_attention = Attention(e, h, dropout_rate=cfg.attention_dropout, rngs=rngs, **kw)
+        self.cross_attention = Attention(e, h, dropout_rate=cfg.attention_dropout, rngs=rngs, **akw)
         self.cross_attention_norm = LayerNorm(e, eps=eps, dtype=dt, rngs=rngs)
         self.mlp = FeedForward(
             e,
@@ -229,13 +236,30 @@ class BartDecoderLayer(nnx.Module):
         self.mlp_norm = LayerNorm(e, eps=eps, dtype=dt, rngs=rngs)
         self.dropout = nnx.Dropout(cfg.dropout, rngs=rngs)
 
-    def __call__(self, x, self_kv, self_bias, cross_kv, cross_bias, *, deterministic: bool):
-        """`self_kv`: projected (k, v) of the cache, or None to project from `x`."""
+    def __call__(
+        self,
+        x,
+        self_kv,
+        self_bias,
+        cross_kv,
+        cross_bias,
+        *,
+        deterministic: bool,
+        self_mask=None,
+        self_causal: bool = False,
+        cross_mask=None,
+    ):
+        """`self_kv`: projected (k, v) of the cache, or None to project from `x`. Biases fp32,
+        masks bool (`layers.attention_core`); `self_causal` and-s the causal mask in."""
         drop = lambda h: self.dropout(h, deterministic=deterministic)  # noqa: E731
         k, v = self_kv if self_kv is not None else self.self_attention.project_kv(x)
-        h = self.self_attention.attend(x, k, v, self_bias, deterministic=deterministic)
+        h = self.self_attention.attend(
+            x, k, v, self_bias, mask=self_mask, is_causal=self_causal, deterministic=deterministic
+        )
         x = self.self_attention_norm(x + drop(h))
-        h = self.cross_attention.attend(x, *cross_kv, cross_bias, deterministic=deterministic)
+        h = self.cross_attention.attend(
+            x, *cross_kv, cross_bias, mask=cross_mask, deterministic=deterministic
+        )
         x = self.cross_attention_norm(x + drop(h))
         h = self.mlp(x, deterministic=deterministic)
         return self.mlp_norm(x + drop(h))
@@ -288,7 +312,7 @@ class Bart(nnx.Module):
                 attention_dropout_rate=cfg.attention_dropout,
                 activation_dropout_rate=cfg.activation_dropout,
                 rngs=rngs,
-                **kw,
+                **_attention_common(cfg),
             )
             for _ in range(cfg.encoder_layers)
         ]
@@ -314,24 +338,33 @@ class Bart(nnx.Module):
         pos = jnp.arange(ids.shape[1])[None, :]
         x = self.encoder.embed(self._tokens(ids), pos, deterministic=deterministic)
         x = constrain(x, ACT)
-        bias = key_padding_bias(self.encoder_mask(batch))
+        bias, mask = key_padding_inputs(self.cfg.attention_impl, self.encoder_mask(batch))
         for layer in self.encoder.layers:
-            x = constrain(layer(x, bias, deterministic=deterministic), ACT)
+            x = constrain(layer(x, bias, mask=mask, deterministic=deterministic), ACT)
         return x
 
     def decode(self, tokens, encoded, encoder_mask, *, deterministic: bool) -> jax.Array:
         """Teacher-forced logits `[B, T, vocab]` fp32 (causal self-attention only, as HF with
         no decoder_attention_mask; later padding cannot reach earlier positions)."""
-        t = tokens.shape[1]
-        self_bias = mask_to_bias(jnp.tril(jnp.ones((t, t), bool))[None, None])
-        cross_bias = key_padding_bias(encoder_mask)
+        t, impl = tokens.shape[1], self.cfg.attention_impl
+        self_bias, _, causal = attention_inputs(impl, None, None, is_causal=True, q_len=t, k_len=t)
+        cross_bias, cross_mask = key_padding_inputs(impl, encoder_mask)
         pos = jnp.arange(t)[None, :]
         x = constrain(
             self.decoder.embed(self._tokens(tokens), pos, deterministic=deterministic), ACT
         )
         for layer in self.decoder.layers:
             cross_kv = layer.cross_attention.project_kv(encoded)
-            x = layer(x, None, self_bias, cross_kv, cross_bias, deterministic=deterministic)
+            x = layer(
+                x,
+                None,
+                self_bias,
+                cross_kv,
+                cross_bias,
+                deterministic=deterministic,
+                self_causal=causal,
+                cross_mask=cross_mask,
+            )
             x = constrain(x, ACT)
         return constrain(self._logits(x), ("batch", "length", "vocab"))
 
@@ -374,8 +407,11 @@ class Bart(nnx.Module):
     def decode_step(self, tokens, cache: Cache, index) -> tuple[jax.Array, Cache]:
         """One step: `tokens [B]` at position `index` -> (logits `[B, vocab]` fp32, new cache)."""
         max_len = cache["self"][0][0].shape[1]
-        self_bias = mask_to_bias((jnp.arange(max_len) <= index)[None, None, None, :])
-        cross_bias = key_padding_bias(cache["encoder_mask"])
+        impl = self.cfg.attention_impl
+        self_bias, self_mask, _ = attention_inputs(
+            impl, None, (jnp.arange(max_len) <= index)[None, None, None, :]
+        )
+        cross_bias, cross_mask = key_padding_inputs(impl, cache["encoder_mask"])
         pos = jnp.full((1, 1), index, jnp.int32)
         x = self.decoder.embed(self._tokens(tokens[:, None]), pos, deterministic=True)
         new_self = []
@@ -384,7 +420,16 @@ class Bart(nnx.Module):
             kc = jax.lax.dynamic_update_slice_in_dim(kc, k.astype(kc.dtype), index, axis=1)
             vc = jax.lax.dynamic_update_slice_in_dim(vc, v.astype(vc.dtype), index, axis=1)
             new_self.append((kc, vc))
-            x = layer(x, (kc, vc), self_bias, cross_kv, cross_bias, deterministic=True)
+            x = layer(
+                x,
+                (kc, vc),
+                self_bias,
+                cross_kv,
+                cross_bias,
+                deterministic=True,
+                self_mask=self_mask,
+                cross_mask=cross_mask,
+            )
         logits = self._force(self._logits(x)[:, 0], index, max_len)
         return logits, {**cache, "self": new_self}
 

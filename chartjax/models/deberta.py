@@ -29,7 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from chartjax.models.layers import constrain
+from chartjax.models.layers import attention_core, constrain
+from chartjax.models.model_configs import check_attention_impl
 from chartjax.models.tapas import (
     SUPPORTED_ACTIVATIONS,
     Embedding,
@@ -86,8 +87,10 @@ class DebertaConfig:
     initializer_range: float = 0.02
     pad_id: int = 0
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
+    attention_impl: str = "dot_product"  # model_configs.ATTENTION_IMPLS
 
     def __post_init__(self):
+        check_attention_impl("DebertaConfig", self.attention_impl)
         pos = self.pos_att_type
         if isinstance(pos, str):
             pos = [x.strip() for x in pos.lower().split("|") if x.strip()]
@@ -322,6 +325,7 @@ class DisentangledSelfAttention(nnx.Module):
         self.share_att_key = cfg.share_att_key
         self.att_span = cfg.att_span
         self.dtype = dt
+        self.attention_impl = cfg.attention_impl
         # HF counts the position terms in the scale even when relative_attention is off.
         self.scale = math.sqrt(self.head_dim * (1 + sum(t in pos for t in POS_ATT_TYPES)))
 
@@ -330,12 +334,16 @@ class DisentangledSelfAttention(nnx.Module):
 
     def __call__(self, x, mask, rel_pos, rel_emb, *, deterministic: bool) -> jax.Array:
         """`x [B, S, E]`, `mask [B, 1, S, S]` bool, static `rel_pos [S, S]`, `rel_emb [2span, E]`
-        -> context `[B, S, heads*head_dim]`."""
+        -> context `[B, S, heads*head_dim]`.
+
+        The c2p/p2c scores are the position `bias` of `layers.attention_core` (each divided by
+        the scale as HF does); "einsum" keeps HF's order of operations, including its masking
+        with `finfo(float32).min` (a fully masked row is uniform, as with the fused call)."""
         q = self._split(self.query_proj(x))
         k = self._split(self.key_proj(x))
         v = self._split(self.value_proj(x))
         f32 = jnp.float32
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=f32) / self.scale
+        terms = []  # the position scores, each / scale
         if self.relative_attention and self.pos_att_type:
             rel = self.pos_dropout(rel_emb, deterministic=deterministic)
             span = self.att_span
@@ -344,17 +352,36 @@ class DisentangledSelfAttention(nnx.Module):
                 pos_k = self._split(proj(rel))  # [R, H, D]
                 c2p = jnp.einsum("bqhd,rhd->bhqr", q, pos_k, preferred_element_type=f32)
                 idx = np.clip(rel_pos + span, 0, 2 * span - 1)
-                scores = scores + _gather_last(c2p, idx) / self.scale
+                terms.append(_gather_last(c2p, idx) / self.scale)
             if "p2c" in self.pos_att_type:
                 proj = self.query_proj if self.share_att_key else self.pos_query_proj
                 pos_q = self._split(proj(rel))
                 p2c = jnp.einsum("bkhd,rhd->bhkr", k, pos_q, preferred_element_type=f32)
                 # Row k, column q: the embedding at delta(k, q), as HF's p2c gather + transpose.
                 idx = np.clip(-rel_pos + span, 0, 2 * span - 1)
-                scores = scores + jnp.swapaxes(_gather_last(p2c, idx), -1, -2) / self.scale
-        scores = jnp.where(mask, scores, jnp.finfo(f32).min)
-        probs = self.dropout(jax.nn.softmax(scores, axis=-1), deterministic=deterministic)
-        y = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), v)
+                terms.append(jnp.swapaxes(_gather_last(p2c, idx), -1, -2) / self.scale)
+        dropping = self.dropout.rate > 0 and not deterministic
+        if self.attention_impl == "einsum" or dropping:
+            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=f32) / self.scale
+            for t in terms:
+                scores = scores + t
+            scores = jnp.where(mask, scores, jnp.finfo(f32).min)
+            probs = self.dropout(jax.nn.softmax(scores, axis=-1), deterministic=deterministic)
+            y = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(self.dtype), v)
+        else:
+            bias = None
+            for t in terms:
+                bias = t if bias is None else bias + t
+            y = attention_core(
+                q,
+                k,
+                v,
+                bias,
+                mask,
+                impl=self.attention_impl,
+                dtype=self.dtype,
+                logits_divisor=self.scale,
+            )
         return y.reshape(*y.shape[:2], self.num_heads * self.head_dim)
 
 

@@ -7,6 +7,30 @@ them to mesh axes. Kernels are stored 2-D `[in, out]` exactly as flaxformer's
 
 Numerics (models.md §7): RMSNorm in fp32, no 1/sqrt(d) scaling in attention (folded into the query
 init), softmax in fp32, gated GELU with the tanh approximation.
+
+Attention (every family: T5, Pix2Struct, DeBERTa, TAPAS, BART) goes through `attention_core`:
+position terms (T5's relative-position bias, DeBERTa's c2p/p2c scores) are an additive float32
+`bias`, padding and causality a boolean `mask` / `is_causal`. `attention_impl` (model_configs)
+picks the computation:
+- "dot_product" / "cudnn": `jax.nn.dot_product_attention(q, k, v, bias, mask, scale=...)` (T5:
+  `scale=1.0`; BERT/BART: 1/sqrt(head_dim); DeBERTa: 1/sqrt(head_dim * (1 + #position terms)));
+  the mask stays boolean and causal self-attention passes `is_causal=True` (cuDNN then skips the
+  masked blocks). "dot_product" is `implementation=None`, which in jax 0.10 is always the XLA
+  composite; "cudnn" asks for the fused kernel (GPU, bf16/fp16, head_dim % 8 == 0 and <= 256 on
+  Hopper) and casts the bias to the activation dtype, as cuDNN adds it in that dtype.
+- "einsum": the mask is folded into the bias as flaxformer does (`mask_to_bias`: NEG_INF = -1e10
+  added to the logits), then `softmax(q.k [/ sqrt(d)] + bias) @ v` with two einsums.
+Why a boolean mask and not the -1e10 bias in the fused path: the two differ only in fully masked
+rows (padding queries, since T5/Pix2Struct mask queries and keys; an example whose keys are all
+padding), and there both are finite and uniform. JAX's XLA path *replaces* masked logits by
+-0.7 * float32 max (cuDNN adds -2**41 in bf16), so the row is exactly uniform over the keys;
+flaxformer *adds* -1e10, which absorbs the logit (float32 spacing at 1e10 is 1024) and is uniform
+while |logit + bias| < 512 and a rounding artefact beyond. Those rows feed only positions masked
+downstream (padded keys, padded targets): only an input with no valid key at all (no EOS, no
+[CLS], no patch; chartjax's tokenizers and patchifier never produce one) could carry one into a
+loss. Partly masked rows: masked keys get probability exactly 0 either way, and the valid logits
+are the same sums, so the paths agree to float32 rounding (tests/models/test_attention_impl.py:
+<= 1e-5 in fp32 for every family; bit-identical in bf16 on CPU).
 """
 
 from __future__ import annotations
@@ -17,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+
+from chartjax.models.model_configs import check_attention_impl
 
 # Activation constraints by logical names (t5.py takes them from here); a no-op outside
 # `chartjax.sharding.activate`. Imported, not looked up: it must work without chartjax.mesh.
@@ -223,6 +249,79 @@ def mask_to_bias(mask: jax.Array) -> jax.Array:
     return jnp.where(mask, 0.0, NEG_INF).astype(jnp.float32)
 
 
+def fold_mask(
+    bias: jax.Array | None,
+    mask: jax.Array | None,
+    *,
+    is_causal: bool = False,
+    q_len: int | None = None,
+    k_len: int | None = None,
+) -> jax.Array | None:
+    """The einsum path's single additive bias: `mask_to_bias(mask [& causal]) + bias`.
+
+    `is_causal` needs `q_len` and `k_len` (the lower-triangular `[Q, K]` mask is and-ed in)."""
+    if is_causal:
+        causal = jnp.tril(jnp.ones((q_len, k_len), bool))[None, None]
+        mask = causal if mask is None else causal & mask
+    if mask is None:
+        return bias
+    return mask_to_bias(mask) if bias is None else mask_to_bias(mask) + bias
+
+
+def attention_inputs(impl: str, bias, mask, *, is_causal: bool = False, q_len=None, k_len=None):
+    """`(bias, mask, is_causal)` as the layers of a stack take them: for "einsum" the mask is
+    folded into one bias here, once per stack, instead of once per layer."""
+    if impl == "einsum":
+        return fold_mask(bias, mask, is_causal=is_causal, q_len=q_len, k_len=k_len), None, False
+    return bias, mask, is_causal
+
+
+def attention_core(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    bias: jax.Array | None,
+    mask: jax.Array | None,
+    *,
+    impl: str,
+    dtype,
+    is_causal: bool = False,
+    logits_divisor: float | None = None,
+    dropout: nnx.Dropout | None = None,
+    deterministic: bool = True,
+) -> jax.Array:
+    """`softmax(q.k / logits_divisor + bias, masked) @ v` per head -> `[B, Q, H, D]` in `dtype`.
+
+    `q [B, Q, H, D]`, `k, v [B, K, H, D]`; `bias` float32 broadcastable to `[B, H, Q, K]`, `mask`
+    bool broadcastable to it (True = attend), either may be None; `logits_divisor` None = no
+    scaling (T5), else sqrt(head_dim) (BERT, BART). The logits and the softmax are float32.
+    `dropout` (on the probabilities) forces the einsum path when it is active."""
+    dropping = dropout is not None and dropout.rate > 0 and not deterministic
+    if impl == "einsum" or dropping:
+        bias = fold_mask(bias, mask, is_causal=is_causal, q_len=q.shape[1], k_len=k.shape[1])
+        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
+        if logits_divisor is not None:
+            logits = logits / logits_divisor
+        weights = jax.nn.softmax(logits if bias is None else logits + bias, axis=-1)
+        if dropout is not None:
+            weights = dropout(weights, deterministic=deterministic)
+        return jnp.einsum("bhqk,bkhd->bqhd", weights.astype(dtype), v.astype(dtype))
+    check_attention_impl("attention_core", impl)
+    q, k, v = q.astype(dtype), k.astype(dtype), v.astype(dtype)
+    if impl == "cudnn" and bias is not None:
+        bias = bias.astype(dtype)  # cuDNN adds the bias in the activation dtype
+    return jax.nn.dot_product_attention(
+        q,
+        k,
+        v,
+        bias=bias,
+        mask=mask,
+        scale=1.0 if logits_divisor is None else 1.0 / logits_divisor,
+        is_causal=is_causal,
+        implementation="cudnn" if impl == "cudnn" else None,
+    )
+
+
 class Attention(nnx.Module):
     """Multi-head dot-product attention without 1/sqrt(d) scaling (T5).
 
@@ -237,8 +336,10 @@ class Attention(nnx.Module):
         *,
         dropout_rate: float,
         dtype,
+        attention_impl: str = "dot_product",
         rngs: nnx.Rngs,
     ):
+        check_attention_impl("Attention", attention_impl)
         inner = num_heads * head_dim
         # flaxformer folds 1/sqrt(head_dim) into the query init instead of scaling the logits.
         q_init = _fan_in_normal(1.0 / head_dim)
@@ -252,6 +353,7 @@ class Attention(nnx.Module):
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.dtype = dtype
+        self.attention_impl = attention_impl
 
     def _split(self, x: jax.Array) -> jax.Array:
         return x.reshape(*x.shape[:-1], self.num_heads, self.head_dim)
@@ -261,18 +363,44 @@ class Attention(nnx.Module):
         return self._split(self.key(x_kv)), self._split(self.value(x_kv))
 
     def attend(
-        self, x_q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array, *, deterministic: bool
+        self,
+        x_q: jax.Array,
+        k: jax.Array,
+        v: jax.Array,
+        bias: jax.Array | None,
+        *,
+        mask: jax.Array | None = None,
+        is_causal: bool = False,
+        deterministic: bool,
     ) -> jax.Array:
-        """Attention of `x_q [B, Q, E]` over projected `k, v`; `bias` float32 `[B|1, H|1, Q, K]`."""
+        """Attention of `x_q [B, Q, E]` over projected `k, v`; `bias` float32 and `mask` bool,
+        each broadcastable to `[B, H, Q, K]` or None (see `attention_core`)."""
         q = self._split(self.query(x_q))
-        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
-        weights = jax.nn.softmax(logits + bias, axis=-1)
-        weights = self.dropout(weights, deterministic=deterministic)
-        y = jnp.einsum("bhqk,bkhd->bqhd", weights.astype(self.dtype), v)
+        y = attention_core(
+            q,
+            k,
+            v,
+            bias,
+            mask,
+            impl=self.attention_impl,
+            dtype=self.dtype,
+            is_causal=is_causal,
+            dropout=self.dropout,
+            deterministic=deterministic,
+        )
         return self.out(y.reshape(*y.shape[:2], self.num_heads * self.head_dim))
 
     def __call__(
-        self, x_q: jax.Array, x_kv: jax.Array, bias: jax.Array, *, deterministic: bool
+        self,
+        x_q: jax.Array,
+        x_kv: jax.Array,
+        bias: jax.Array | None,
+        *,
+        mask: jax.Array | None = None,
+        is_causal: bool = False,
+        deterministic: bool,
     ) -> jax.Array:
         k, v = self.project_kv(x_kv)
-        return self.attend(x_q, k, v, bias, deterministic=deterministic)
+        return self.attend(
+            x_q, k, v, bias, mask=mask, is_causal=is_causal, deterministic=deterministic
+        )

@@ -11,6 +11,22 @@ import dataclasses
 
 import jax.numpy as jnp
 
+# How attention is computed (every family's config has `attention_impl`; layers.py holds the code):
+# - "dot_product": `jax.nn.dot_product_attention` with `implementation=None` (JAX chooses; in
+#   jax 0.10 that is always its XLA composite, on CPU and GPU alike);
+# - "cudnn": the same call with `implementation="cudnn"`, the fused cuDNN kernel (NVIDIA GPUs,
+#   bf16/fp16 activations, head_dim a multiple of 8 and <= 256 on Hopper; JAX raises otherwise);
+# - "einsum": the plain two-einsum path with the additive mask bias (flaxformer's NEG_INF).
+# Dropout on the attention probabilities is not in the fused call: a training call with a
+# nonzero attention dropout rate runs the einsum path whatever the setting.
+ATTENTION_IMPLS = ("dot_product", "cudnn", "einsum")
+
+
+def check_attention_impl(owner: str, value) -> None:
+    """ValueError naming `owner`.attention_impl unless it is one of ATTENTION_IMPLS."""
+    if value not in ATTENTION_IMPLS:
+        raise ValueError(f"{owner}.attention_impl={value!r}: expected one of {ATTENTION_IMPLS}")
+
 
 @dataclasses.dataclass(frozen=True)
 class T5Config:
@@ -35,6 +51,7 @@ class T5Config:
     pad_id: int = 0
     eos_id: int = 1
     decoder_start_token_id: int = 0
+    attention_impl: str = "dot_product"  # ATTENTION_IMPLS above
 
     def __post_init__(self):
         _check_positive(
@@ -49,6 +66,7 @@ class T5Config:
                 "num_decoder_layers",
             ),
         )
+        check_attention_impl(type(self).__name__, self.attention_impl)
         object.__setattr__(self, "mlp_activations", tuple(self.mlp_activations))
         jnp.dtype(self.dtype)  # raises TypeError on a bad name
 
@@ -83,6 +101,7 @@ class Pix2StructConfig:
     num_channels: int = 3
     # Row and column embedding tables (HF `seq_len`); ids >= this raise in preprocessing.
     max_position_embeddings: int = 4096
+    attention_impl: str = "dot_product"  # ATTENTION_IMPLS above
 
     def __post_init__(self):
         _check_positive(
@@ -100,6 +119,7 @@ class Pix2StructConfig:
                 "max_position_embeddings",
             ),
         )
+        check_attention_impl(type(self).__name__, self.attention_impl)
         object.__setattr__(self, "mlp_activations", tuple(self.mlp_activations))
         jnp.dtype(self.dtype)
 

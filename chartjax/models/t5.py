@@ -24,8 +24,8 @@ from chartjax.models.layers import (
     MlpBlock,
     RelativePositionBias,
     RMSNorm,
+    attention_inputs,
     constrain,
-    mask_to_bias,
 )
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
 
@@ -37,6 +37,10 @@ def _layer_kwargs(cfg) -> dict:
     return {"dropout_rate": cfg.dropout_rate, "dtype": cfg.activation_dtype}
 
 
+def _attention_kwargs(cfg) -> dict:
+    return {**_layer_kwargs(cfg), "attention_impl": cfg.attention_impl}
+
+
 class EncoderLayer(nnx.Module):
     """Pre-LN self-attention + gated MLP (used by the T5 and Pix2Struct encoders)."""
 
@@ -46,7 +50,7 @@ class EncoderLayer(nnx.Module):
             cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=dt, rngs=rngs
         )
         self.attention = Attention(
-            cfg.emb_dim, cfg.num_heads, cfg.head_dim, rngs=rngs, **_layer_kwargs(cfg)
+            cfg.emb_dim, cfg.num_heads, cfg.head_dim, rngs=rngs, **_attention_kwargs(cfg)
         )
         self.pre_mlp_layer_norm = RMSNorm(cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=dt, rngs=rngs)
         self.mlp = MlpBlock(
@@ -54,9 +58,11 @@ class EncoderLayer(nnx.Module):
         )
         self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
-    def __call__(self, x: jax.Array, bias: jax.Array, *, deterministic: bool) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, bias: jax.Array | None, *, mask=None, deterministic: bool
+    ) -> jax.Array:
         h = self.pre_attention_layer_norm(x)
-        h = self.attention(h, h, bias, deterministic=deterministic)
+        h = self.attention(h, h, bias, mask=mask, deterministic=deterministic)
         x = x + self.dropout(h, deterministic=deterministic)
         h = self.mlp(self.pre_mlp_layer_norm(x), deterministic=deterministic)
         return x + self.dropout(h, deterministic=deterministic)
@@ -84,39 +90,57 @@ class EncoderStack(nnx.Module):
             cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=cfg.activation_dtype, rngs=rngs
         )
         self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+        self.attention_impl = cfg.attention_impl
 
     def __call__(self, x: jax.Array, mask: jax.Array, *, deterministic: bool) -> jax.Array:
-        """`x [B, S, E]` embedded inputs, `mask [B, S]` bool."""
-        bias = mask_to_bias(mask[:, None, :, None] & mask[:, None, None, :])
-        if self.relpos_bias is not None:
-            bias = bias + self.relpos_bias(x.shape[1], x.shape[1])
+        """`x [B, S, E]` embedded inputs, `mask [B, S]` bool (queries and keys are masked, so a
+        padding query's row is fully masked: uniform, as flaxformer)."""
+        s = x.shape[1]
+        att_mask = mask[:, None, :, None] & mask[:, None, None, :]
+        pos = None if self.relpos_bias is None else self.relpos_bias(s, s)
+        bias, att_mask, _ = attention_inputs(self.attention_impl, pos, att_mask)
         x = constrain(self.dropout(x, deterministic=deterministic), ACT)
         for layer in self.layers:
-            x = constrain(layer(x, bias, deterministic=deterministic), ACT)
+            x = constrain(layer(x, bias, mask=att_mask, deterministic=deterministic), ACT)
         return self.dropout(self.encoder_norm(x), deterministic=deterministic)
 
 
 class DecoderLayer(nnx.Module):
     def __init__(self, cfg, *, rngs: nnx.Rngs):
         dt, eps, e = cfg.activation_dtype, cfg.layer_norm_eps, cfg.emb_dim
-        kw = _layer_kwargs(cfg)
+        kw, akw = _layer_kwargs(cfg), _attention_kwargs(cfg)
         self.pre_self_attention_layer_norm = RMSNorm(e, eps=eps, dtype=dt, rngs=rngs)
-        self.self_attention = Attention(e, cfg.num_heads, cfg.head_dim, rngs=rngs, **kw)
+        self.self_attention = Attention(e, cfg.num_heads, cfg.head_dim, rngs=rngs, **akw)
         self.pre_cross_attention_layer_norm = RMSNorm(e, eps=eps, dtype=dt, rngs=rngs)
-        self.encoder_decoder_attention = Attention(e, cfg.num_heads, cfg.head_dim, rngs=rngs, **kw)
+        self.encoder_decoder_attention = Attention(e, cfg.num_heads, cfg.head_dim, rngs=rngs, **akw)
         self.pre_mlp_layer_norm = RMSNorm(e, eps=eps, dtype=dt, rngs=rngs)
         self.mlp = MlpBlock(e, cfg.mlp_dim, cfg.mlp_activations, rngs=rngs, **kw)
         self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
 
-    def __call__(self, x, self_kv, self_bias, cross_kv, cross_bias, *, deterministic: bool):
-        """`self_kv`/`cross_kv`: projected (k, v), or None to project from `x` / must be given."""
+    def __call__(
+        self,
+        x,
+        self_kv,
+        self_bias,
+        cross_kv,
+        cross_bias,
+        *,
+        deterministic: bool,
+        self_mask=None,
+        self_causal: bool = False,
+        cross_mask=None,
+    ):
+        """`self_kv`/`cross_kv`: projected (k, v), or None to project from `x` / must be given.
+        Biases float32, masks bool (`attention_core`); `self_causal` and-s the causal mask in."""
         h = self.pre_self_attention_layer_norm(x)
         k, v = self_kv if self_kv is not None else self.self_attention.project_kv(h)
-        h = self.self_attention.attend(h, k, v, self_bias, deterministic=deterministic)
+        h = self.self_attention.attend(
+            h, k, v, self_bias, mask=self_mask, is_causal=self_causal, deterministic=deterministic
+        )
         x = x + self.dropout(h, deterministic=deterministic)
         h = self.pre_cross_attention_layer_norm(x)
         h = self.encoder_decoder_attention.attend(
-            h, *cross_kv, cross_bias, deterministic=deterministic
+            h, *cross_kv, cross_bias, mask=cross_mask, deterministic=deterministic
         )
         x = x + self.dropout(h, deterministic=deterministic)
         h = self.mlp(self.pre_mlp_layer_norm(x), deterministic=deterministic)
@@ -178,15 +202,34 @@ class Decoder(nnx.Module):
         """Teacher-forced logits `[B, T, vocab]` float32."""
         emb = self._embedder(embedder)
         t = tokens.shape[1]
-        causal = jnp.tril(jnp.ones((t, t), bool))[None, None]
+        impl = self.cfg.attention_impl
         q_valid = jnp.ones(tokens.shape, bool) if target_mask is None else target_mask
-        self_bias = mask_to_bias(causal & q_valid[:, None, :, None] & q_valid[:, None, None, :])
-        self_bias = self_bias + self.relpos_bias(t, t)
-        cross_bias = mask_to_bias(q_valid[:, None, :, None] & encoder_mask[:, None, None, :])
+        # Causal & padding (queries and keys: a padding target's row is fully masked, uniform).
+        self_bias, self_mask, causal = attention_inputs(
+            impl,
+            self.relpos_bias(t, t),
+            q_valid[:, None, :, None] & q_valid[:, None, None, :],
+            is_causal=True,
+            q_len=t,
+            k_len=t,
+        )
+        cross_bias, cross_mask, _ = attention_inputs(
+            impl, None, q_valid[:, None, :, None] & encoder_mask[:, None, None, :]
+        )
         x = constrain(self.dropout(emb(tokens), deterministic=deterministic), ACT)
         for layer in self.layers:
             cross_kv = layer.encoder_decoder_attention.project_kv(encoded)
-            x = layer(x, None, self_bias, cross_kv, cross_bias, deterministic=deterministic)
+            x = layer(
+                x,
+                None,
+                self_bias,
+                cross_kv,
+                cross_bias,
+                deterministic=deterministic,
+                self_mask=self_mask,
+                self_causal=causal,
+                cross_mask=cross_mask,
+            )
             x = constrain(x, ACT)
         return constrain(self._logits(x, emb, deterministic), ("batch", "length", "vocab"))
 
@@ -207,11 +250,14 @@ class Decoder(nnx.Module):
         """One step: `tokens [B]` at position `index` -> (logits `[B, vocab]` fp32, new cache)."""
         emb = self._embedder(embedder)
         max_len = cache["self"][0][0].shape[1]
-        key_valid = jnp.arange(max_len) <= index
-        self_bias = mask_to_bias(key_valid[None, None, None, :]) + self.relpos_bias.row(
-            index, max_len
+        impl = self.cfg.attention_impl
+        key_valid = jnp.arange(max_len) <= index  # the cache up to and including this token
+        self_bias, self_mask, _ = attention_inputs(
+            impl, self.relpos_bias.row(index, max_len), key_valid[None, None, None, :]
         )
-        cross_bias = mask_to_bias(cache["encoder_mask"][:, None, None, :])
+        cross_bias, cross_mask, _ = attention_inputs(
+            impl, None, cache["encoder_mask"][:, None, None, :]
+        )
         x = emb(tokens[:, None])
         new_self = []
         for layer, (kc, vc), cross_kv in zip(self.layers, cache["self"], cache["cross"]):
@@ -220,7 +266,16 @@ class Decoder(nnx.Module):
             kc = jax.lax.dynamic_update_slice_in_dim(kc, k.astype(kc.dtype), index, axis=1)
             vc = jax.lax.dynamic_update_slice_in_dim(vc, v.astype(vc.dtype), index, axis=1)
             new_self.append((kc, vc))
-            x = layer(x, (kc, vc), self_bias, cross_kv, cross_bias, deterministic=True)
+            x = layer(
+                x,
+                (kc, vc),
+                self_bias,
+                cross_kv,
+                cross_bias,
+                deterministic=True,
+                self_mask=self_mask,
+                cross_mask=cross_mask,
+            )
         logits = self._logits(x, emb, True)[:, 0]
         return logits, {**cache, "self": new_self}
 

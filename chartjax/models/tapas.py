@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.layers import Dense, constrain, mask_to_bias
+from chartjax.models.layers import Dense, attention_core, attention_inputs, constrain, mask_to_bias
+from chartjax.models.model_configs import check_attention_impl
 
 Names = tuple[str | None, ...]
 ACT = ("batch", "length", "embed")
@@ -122,6 +123,7 @@ class Attention(nnx.Module):
     """Multi-head attention with biases and 1/sqrt(head_dim) scaling (BERT, BART).
 
     Kernels: query/key/value `[embed, heads*head_dim]` (head-major), out `[heads*head_dim, embed]`.
+    The core is `layers.attention_core` (`attention_impl`: "dot_product" | "cudnn" | "einsum").
     """
 
     def __init__(
@@ -132,8 +134,10 @@ class Attention(nnx.Module):
         dropout_rate: float,
         std: float,
         dtype,
+        attention_impl: str = "dot_product",
         rngs: nnx.Rngs,
     ):
+        check_attention_impl("Attention", attention_impl)
         if emb_dim % num_heads:
             raise ValueError(f"hidden size {emb_dim} is not a multiple of {num_heads} heads")
         kw = {"std": std, "dtype": dtype, "rngs": rngs}
@@ -145,6 +149,7 @@ class Attention(nnx.Module):
         self.num_heads = num_heads
         self.head_dim = emb_dim // num_heads
         self.dtype = dtype
+        self.attention_impl = attention_impl
 
     def _split(self, x: jax.Array) -> jax.Array:
         return x.reshape(*x.shape[:-1], self.num_heads, self.head_dim)
@@ -154,18 +159,38 @@ class Attention(nnx.Module):
         return self._split(self.key(x_kv)), self._split(self.value(x_kv))
 
     def attend(
-        self, x_q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array, *, deterministic: bool
+        self,
+        x_q: jax.Array,
+        k: jax.Array,
+        v: jax.Array,
+        bias: jax.Array | None,
+        *,
+        mask: jax.Array | None = None,
+        is_causal: bool = False,
+        deterministic: bool,
     ) -> jax.Array:
-        """`x_q [B, Q, E]` over projected `k, v`; `bias` fp32 `[B|1, H|1, Q, K]` -> `[B, Q, E]`."""
+        """`x_q [B, Q, E]` over projected `k, v` -> `[B, Q, E]`; `bias` fp32 and `mask` bool, each
+        broadcastable to `[B, H, Q, K]` or None."""
         q = self._split(self.query(x_q))
-        logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
-        weights = jax.nn.softmax(logits / math.sqrt(self.head_dim) + bias, axis=-1)
-        weights = self.dropout(weights, deterministic=deterministic)
-        y = jnp.einsum("bhqk,bkhd->bqhd", weights.astype(self.dtype), v)
+        y = attention_core(
+            q,
+            k,
+            v,
+            bias,
+            mask,
+            impl=self.attention_impl,
+            dtype=self.dtype,
+            is_causal=is_causal,
+            logits_divisor=math.sqrt(self.head_dim),
+            dropout=self.dropout,
+            deterministic=deterministic,
+        )
         return self.out(y.reshape(*y.shape[:2], self.num_heads * self.head_dim))
 
-    def __call__(self, x_q, x_kv, bias, *, deterministic: bool) -> jax.Array:
-        return self.attend(x_q, *self.project_kv(x_kv), bias, deterministic=deterministic)
+    def __call__(self, x_q, x_kv, bias, *, mask=None, deterministic: bool) -> jax.Array:
+        return self.attend(
+            x_q, *self.project_kv(x_kv), bias, mask=mask, deterministic=deterministic
+        )
 
 
 class FeedForward(nnx.Module):
@@ -209,6 +234,7 @@ class EncoderLayer(nnx.Module):
         activation_dropout_rate: float = 0.0,
         std: float,
         dtype,
+        attention_impl: str = "dot_product",
         rngs: nnx.Rngs,
     ):
         self.attention = Attention(
@@ -217,6 +243,7 @@ class EncoderLayer(nnx.Module):
             dropout_rate=attention_dropout_rate,
             std=std,
             dtype=dtype,
+            attention_impl=attention_impl,
             rngs=rngs,
         )
         self.attention_norm = LayerNorm(emb_dim, eps=eps, dtype=dtype, rngs=rngs)
@@ -232,8 +259,10 @@ class EncoderLayer(nnx.Module):
         self.mlp_norm = LayerNorm(emb_dim, eps=eps, dtype=dtype, rngs=rngs)
         self.dropout = nnx.Dropout(dropout_rate, rngs=rngs)
 
-    def __call__(self, x: jax.Array, bias: jax.Array, *, deterministic: bool) -> jax.Array:
-        h = self.attention(x, x, bias, deterministic=deterministic)
+    def __call__(
+        self, x: jax.Array, bias: jax.Array | None, *, mask=None, deterministic: bool
+    ) -> jax.Array:
+        h = self.attention(x, x, bias, mask=mask, deterministic=deterministic)
         x = self.attention_norm(x + self.dropout(h, deterministic=deterministic))
         h = self.mlp(x, deterministic=deterministic)
         return self.mlp_norm(x + self.dropout(h, deterministic=deterministic))
@@ -242,6 +271,13 @@ class EncoderLayer(nnx.Module):
 def key_padding_bias(mask: jax.Array) -> jax.Array:
     """`mask [B, K]` bool -> additive fp32 bias `[B, 1, 1, K]` (queries are not masked, as HF)."""
     return mask_to_bias(mask[:, None, None, :])
+
+
+def key_padding_inputs(impl: str, mask: jax.Array) -> tuple[jax.Array | None, jax.Array | None]:
+    """`(bias, mask)` of a key-padding `mask [B, K]` for the layers: the boolean `[B, 1, 1, K]`
+    mask, or for "einsum" the additive `key_padding_bias` (queries are not masked, as HF)."""
+    bias, m, _ = attention_inputs(impl, None, mask[:, None, None, :])
+    return bias, m
 
 
 def num_labels_from_hf(hf: dict) -> int:
@@ -278,8 +314,10 @@ class TapasConfig:
     initializer_range: float = 0.02
     pad_id: int = 0
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
+    attention_impl: str = "dot_product"  # model_configs.ATTENTION_IMPLS
 
     def __post_init__(self):
+        check_attention_impl("TapasConfig", self.attention_impl)
         object.__setattr__(self, "type_vocab_sizes", tuple(int(t) for t in self.type_vocab_sizes))
         for f in (
             "vocab_size",
@@ -463,6 +501,7 @@ class TapasForSequenceClassification(nnx.Module):
                     attention_dropout_rate=cfg.attention_probs_dropout_prob,
                     std=std,
                     dtype=dt,
+                    attention_impl=cfg.attention_impl,
                     rngs=rngs,
                 )
                 for _ in range(cfg.num_hidden_layers)
@@ -488,9 +527,9 @@ class TapasForSequenceClassification(nnx.Module):
         """Last hidden states `[B, S, hidden]`."""
         ids, tt, mask = self._inputs(batch)
         x = constrain(self.embeddings(ids, tt, deterministic=deterministic), ACT)
-        bias = key_padding_bias(mask)
+        bias, att_mask = key_padding_inputs(self.cfg.attention_impl, mask)
         for layer in self.layers:
-            x = constrain(layer(x, bias, deterministic=deterministic), ACT)
+            x = constrain(layer(x, bias, mask=att_mask, deterministic=deterministic), ACT)
         return x
 
     def __call__(self, batch, *, deterministic: bool) -> jax.Array:
