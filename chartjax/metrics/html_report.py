@@ -33,6 +33,7 @@ __all__ = ["find_image", "merge_rows", "row_matches", "write_report"]
 MAX_ROWS = 5000
 MAX_INLINE_THUMBNAILS = 500
 THUMBNAIL_PX = 160
+MAX_META_CHARS = 60  # longer extra fields (records, explanations) stay out of the id cell
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 _SHOWN_FIELDS = ("id", "input", "prediction", "target", "image", "correct", "table", "table_file")
 CI_LOW, CI_HIGH = "_ci95_low", "_ci95_high"
@@ -53,7 +54,7 @@ table.tbl td,table.tbl th{font-size:12px;padding:1px 4px} .side{display:flex;gap
 _SCRIPT = """
 (function(){
   var text=document.getElementById('filter-text'), match=document.getElementById('filter-match');
-  var rows=Array.prototype.slice.call(document.querySelectorAll('#examples tbody tr'));
+  var rows=Array.prototype.slice.call(document.querySelectorAll('#examples > tbody > tr'));
   var count=document.getElementById('shown');
   function apply(){
     var q=text.value.toLowerCase(), m=match.value, n=0;
@@ -244,7 +245,9 @@ def _example_rows(
         meta = " ".join(
             f"{k}={_text(v)}"
             for k, v in row.items()
-            if k not in _SHOWN_FIELDS and isinstance(v, str | int | float | bool)
+            if k not in _SHOWN_FIELDS
+            and isinstance(v, str | int | float | bool)
+            and len(_text(v)) <= MAX_META_CHARS
         )
         cells = [
             f'<td class="num">{i + 1}</td>',
@@ -280,6 +283,17 @@ def _example_rows(
     return "".join(out), with_thumbs
 
 
+def _about(obj: Mapping[str, Any], n_rows: int) -> str:
+    provenance = obj.get("provenance") or {}
+    parts = [f"{obj.get('num_examples', n_rows)} examples"]
+    if provenance.get("checkpoint"):
+        parts.append(f"checkpoint {provenance['checkpoint']}")
+    if provenance.get("chartjax"):
+        git = f" ({provenance['git']})" if provenance.get("git") else ""
+        parts.append(f"chartjax {provenance['chartjax']}{git}")
+    return "; ".join(parts)
+
+
 def write_report(
     path: str | os.PathLike,
     metrics_obj: Mapping[str, Any],
@@ -296,7 +310,8 @@ def write_report(
       path: the HTML file (``report.html`` next to ``metrics.json``).
       metrics_obj: the metrics.json object (DESIGN.md §5).
       rows: prediction rows ``{"id", "prediction", "target"?, "input"?, "image"?, ...}``; other
-        short fields (figure_type, chart_type, ...) are shown under the id and can be filtered.
+        short scalar fields (figure_type, chart_type, ...) are shown under the id and can be
+        filtered.
       plots: PNG files to show (existing ones only, linked relative to the report).
       image_for: row -> chart image path or None; without any image the thumbnail column is
         left out.
@@ -324,7 +339,6 @@ def write_report(
         for p in map(os.fspath, plots)
         if os.path.isfile(p)
     ]
-    provenance = metrics_obj.get("provenance") or {}
     header = ["#", "id", *(["chart"] if with_thumbs else []), "input"]
     header += ["prediction | target"] if tables else ["prediction", "target"]
     header.append("match")
@@ -337,9 +351,7 @@ def write_report(
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{_esc(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{_esc(title)}</h1>",
-        f"<p class='meta'>{_esc(metrics_obj.get('num_examples', len(rows)))} examples; "
-        f"checkpoint {_esc(provenance.get('checkpoint'))}; chartjax "
-        f"{_esc(provenance.get('chartjax'))} ({_esc(provenance.get('git'))})</p>",
+        f"<p class='meta'>{_esc(_about(metrics_obj, len(rows)))}</p>",
         _metrics_section(metrics_obj),
         _breakdowns_section(metrics_obj.get("breakdowns") or {}),
         f"<div class='plots'>{''.join(plot_imgs)}</div>" if plot_imgs else "",

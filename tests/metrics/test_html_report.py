@@ -36,6 +36,7 @@ def _run_chromium(tmp_path, html_path, *args) -> str:
         f"--window-size={WINDOW[0]},{WINDOW[1]}",
         "--force-device-scale-factor=1",
         "--hide-scrollbars",
+        "--virtual-time-budget=3000",  # let images decode and layout settle before the capture
         *args,
         html_path.resolve().as_uri(),
     ]
@@ -131,8 +132,9 @@ def test_rendered_report_has_a_row_per_example_and_a_painted_thumbnail(tmp_path,
     assert [m for m in re.findall(r'data-match="(\w+)"', body)] == ["ok", "wrong", "ok", "none"]
 
     box_js = (
+        "window.addEventListener('load',function(){"
         "var r=document.querySelector('td.thumb img').getBoundingClientRect();"
-        "document.body.setAttribute('data-box',[r.left,r.top,r.width,r.height].join(','));"
+        "document.body.setAttribute('data-box',[r.left,r.top,r.width,r.height].join(','));});"
     )
     dom = _run_chromium(tmp_path, _with_probe(path, box_js), "--dump-dom")
     left, top, width, height = map(float, re.search(r'data-box="([^"]+)"', dom)[1].split(","))
@@ -180,6 +182,7 @@ def test_deplot_tables_side_by_side_and_no_thumbnail_column(tmp_path):
     dom = _run_chromium(tmp_path, tmp_path / "report.html", "--dump-dom")
     body = dom.split('<table id="examples">')[1]
     assert body.count('<table class="tbl">') == 4  # predicted and true table per row
+    assert '<span id="shown">2</span>' in dom  # the filter counts examples, not table rows
     assert "<td>47</td>" in body and 'class="thumb"' not in body
     assert re.findall(r'data-match="(\w+)"', body) == ["wrong", "ok"]
     assert path.endswith("report.html")
