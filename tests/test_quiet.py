@@ -56,26 +56,20 @@ def test_filtered_stderr_restores_fd2(capfd):
     assert capfd.readouterr().err == KEPT + "after\n"
 
 
-@pytest.mark.parametrize("flag", ["", "--verbose"])
-def test_tensorflow_import_banners(flag):
-    # etils asks find_spec("tensorflow") long before the import: the hook must outlive that.
-    code = (
-        "import importlib.util, sys; from chartjax import quiet; quiet.setup(sys.argv[1:]); "
-        "importlib.util.find_spec('tensorflow'); import tensorflow"
-    )
+def test_verbose_shows_the_tensorflow_banners():
+    # The quiet default is checked on a real CLI run below (train imports tensorflow late,
+    # after etils has asked importlib.util.find_spec("tensorflow")).
+    code = "import sys; from chartjax import quiet; quiet.setup(sys.argv[1:]); import tensorflow"
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     proc = subprocess.run(
-        [sys.executable, "-c", code, *filter(None, [flag])],
+        [sys.executable, "-c", code, "--verbose"],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    if flag:
-        assert "oneDNN custom operations" in proc.stderr
-    else:
-        assert proc.stderr == ""
+    assert "oneDNN custom operations" in proc.stderr
 
 
 @pytest.mark.parametrize("name", CLIS)
@@ -94,8 +88,8 @@ def test_each_cli_calls_setup_before_parsing(name):
 
 
 def test_train_cli_is_quiet_and_its_evaluation_writes_report_html(tmp_path):
-    """A real `chartjax-train` run (tiny synthetic RN, 2 steps, one evaluation): stderr holds
-    chartjax's own log lines only, and the evaluation folder has report.html."""
+    """A real `chartjax-train` run (tiny synthetic RN, 2 steps, one evaluation): no start-up
+    banner on stderr, chartjax's log lines kept, and the evaluation folder has report.html."""
     bindings = [
         "RNConfig.image_size=16",
         "synthetic_task.image_size=16",
@@ -119,6 +113,7 @@ def test_train_cli_is_quiet_and_its_evaluation_writes_report_html(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "absl::InitializeLog" not in proc.stderr and "oneDNN" not in proc.stderr
-    assert all(" INFO " in line for line in proc.stderr.splitlines()), proc.stderr
+    assert quiet.strip_noise(proc.stderr) == proc.stderr  # no C++ INFO line left
+    assert " INFO stopped at step 2" in proc.stderr  # chartjax's own log lines stay
     html = (tmp_path / "eval" / "validation" / "step_2" / "report.html").read_text()
     assert html.count('data-match="') == 64  # the synthetic validation split
