@@ -4,18 +4,39 @@ save on SIGTERM, and resume of everything the train state holds plus the input p
 Two managers side by side: `<workdir>/checkpoints` (the latest N, used to resume) and
 `<workdir>/best` (the single best checkpoint by `best_metric`, saved after evaluations), so
 keeping the best never evicts the checkpoint a preempted run must resume from.
+
+Resume (`Checkpointer.restore_newest_good`) reads the newest checkpoint that can be read: a
+damaged one (a truncated or missing array file, a missing `_METADATA`) is reported in one line and
+renamed to `<step>.damaged` beside the others (kept, and out of Orbax's sight, so neither its
+keep-N policy deletes it nor a save of the same step collides with it). A checkpoint whose
+parameters differ from the model is a `ModelMismatchError` naming each parameter and both shapes.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
+import sys
 import threading
+from collections.abc import Callable
 
 import jax
 import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers as policies
+
+
+class CheckpointError(ValueError):
+    """A checkpoint a run cannot resume from; the message names it and says why."""
+
+
+class ModelMismatchError(CheckpointError):
+    """The stored tree differs from the model's (shapes, missing or unexpected parameters)."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """No checkpoint of the run can be read; the message lists each one and why."""
 
 
 class Checkpointer:
@@ -53,6 +74,7 @@ class Checkpointer:
                 item_names=("state", "meta"),
             )
         self._sigterm = threading.Event()
+        self._previous_sigterm = None  # the handler install_sigterm_handler replaced
 
     # -- saving -------------------------------------------------------------------------------
 
@@ -73,8 +95,16 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def restore(self, abstract_state, shardings, step: int | None = None):
-        """Restores (state, meta) sharded as `shardings`; step None = latest."""
+        """Restores (state, meta) sharded as `shardings`; step None = latest.
+
+        A stored tree that differs from `abstract_state` is a ModelMismatchError."""
         step = self.latest_step() if step is None else step
+        stored, _ = _stored_tree(os.path.join(self.dir, str(step)))
+        if stored is not None:  # else Orbax says what it cannot read
+            check_tree(stored, abstract_state, os.path.join(self.dir, str(step)))
+        return self._restore(abstract_state, shardings, step)
+
+    def _restore(self, abstract_state, shardings, step: int):
         target = jax.tree.map(
             lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
             abstract_state,
@@ -88,12 +118,68 @@ class Checkpointer:
         )
         return out["state"], out["meta"]
 
+    def restore_newest_good(
+        self, abstract_state, shardings, *, report: Callable[[str], None] = logging.warning
+    ):
+        """(state, meta) of the newest checkpoint that can be read; None when there is none.
+
+        Each newer, damaged checkpoint is reported in one line through `report` and renamed to
+        `<step>.damaged` (never deleted). A checkpoint whose tree differs from the model raises
+        ModelMismatchError (an older one would not fit either); when no checkpoint can be read,
+        DamagedCheckpointError lists them and nothing is renamed.
+        """
+        _hide_abandoned_reads()
+        damaged = []
+        for step in sorted(self.manager.all_steps(), reverse=True):
+            step_dir = os.path.join(self.dir, str(step))
+            stored, why = _stored_tree(step_dir)
+            if stored is not None:
+                check_tree(stored, abstract_state, step_dir)
+                try:
+                    state, meta = self._restore(abstract_state, shardings, step)
+                    break
+                except Exception as err:  # what a damaged file raises is Orbax's/tensorstore's
+                    why = _one_line(err, step_dir)
+            damaged.append((step, why))
+        else:
+            if damaged:
+                raise DamagedCheckpointError(
+                    f"no checkpoint in {self.dir} can be read: "
+                    + "; ".join(f"step {s}: {why}" for s, why in damaged)
+                )
+            return None
+        for bad, why in damaged:
+            kept = self._set_aside(bad)
+            report(
+                f"checkpoint {bad} is damaged ({why}); kept as {kept}; "
+                f"resuming from checkpoint {step}"
+            )
+        if damaged:
+            self.manager.reload()
+        return state, meta
+
+    def _set_aside(self, step: int) -> str:
+        """Renames step folder `step` to `<step>.damaged` (`.damaged.<n>` if that exists)."""
+        src = os.path.join(self.dir, str(step))
+        dst, n = f"{src}.damaged", 1
+        while os.path.exists(dst):
+            dst, n = f"{src}.damaged.{n}", n + 1
+        if jax.process_index() == 0:
+            os.rename(src, dst)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(f"chartjax set aside checkpoint {step}")
+        return dst
+
     # -- preemption ---------------------------------------------------------------------------
 
     def install_sigterm_handler(self) -> None:
         """SIGTERM sets a flag; the train loop saves and exits cleanly at the next step."""
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda *_: self._sigterm.set())
+            previous = signal.signal(signal.SIGTERM, lambda *_: self._sigterm.set())
+            if self._previous_sigterm is None:
+                self._previous_sigterm = previous
 
     def should_stop(self, step: int) -> bool:
         if self._sigterm.is_set():
@@ -102,6 +188,12 @@ class Checkpointer:
         return jax.process_count() > 1 and self.manager.reached_preemption(step)
 
     def close(self) -> None:
+        """Waits for pending saves, closes the managers and puts back the SIGTERM handler that
+        install_sigterm_handler replaced."""
+        if self._previous_sigterm is not None:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+                self._previous_sigterm = None
         self.manager.wait_until_finished()
         self.manager.close()
         if self.best is not None:
@@ -111,6 +203,88 @@ class Checkpointer:
 
 def _args(state, meta):
     return ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+
+
+# -- what a step folder holds ------------------------------------------------------------------
+
+
+def _stored_tree(step_dir: str):
+    """(the stored state's tree metadata, None), or (None, why it cannot be read)."""
+    if not os.path.isdir(os.path.join(step_dir, "state")):
+        return None, "its state/ folder is missing"
+    if not os.path.isfile(os.path.join(step_dir, "state", "_METADATA")):
+        return None, "state/_METADATA is missing"
+    mgr = _reader(step_dir)
+    try:
+        stored = mgr.item_metadata(int(os.path.basename(step_dir)))["state"]
+    except Exception as err:
+        return None, "its tree metadata cannot be read: " + _one_line(err, step_dir)
+    finally:
+        mgr.close()
+    if stored is None:
+        return None, "its tree metadata (state/_METADATA) cannot be read"
+    return getattr(stored, "tree", stored), None
+
+
+def check_tree(stored, target, where: str, *, partial: bool = False) -> None:
+    """Raises ModelMismatchError, naming each differing array (dotted path) with the stored
+    and the model's shape, unless the stored tree (Orbax metadata) has `target`'s array names
+    and shapes (with `partial`: at least its names). Parameters are listed first."""
+    have = {m.name: tuple(getattr(m, "shape", ())) for m in jax.tree.leaves(stored)}
+    names = jax.tree.leaves(ocp.tree.get_param_names(target, include_empty_nodes=False))
+    want = dict(zip(names, (tuple(a.shape) for a in jax.tree.leaves(target)), strict=True))
+    keys = set(want) | (set() if partial else set(have))
+    problems = []
+    for k in sorted(keys, key=lambda k: (not k.startswith("params."), k)):
+        if k not in have:
+            problems.append(f"{k}: not in the checkpoint (model {want[k]})")
+        elif k not in want:
+            problems.append(f"{k}: not in the model (stored {have[k]})")
+        elif have[k] != want[k]:
+            problems.append(f"{k}: stored {have[k]}, model {want[k]}")
+    if problems:
+        shown = problems[:20] + (
+            [f"... and {len(problems) - 20} more"] if len(problems) > 20 else []
+        )
+        raise ModelMismatchError(
+            f"{where} does not fit the model: {len(problems)} array(s) differ (was the model "
+            "configuration changed?):\n  " + "\n  ".join(shown)
+        )
+
+
+def _hide_abandoned_reads() -> None:
+    """When one read of a checkpoint fails, Orbax abandons the others; tensorstore completes
+    them later on a closed event loop, and each prints a "RuntimeError: Event loop is closed"
+    traceback through sys.unraisablehook (dozens of them for one damaged file). From the first
+    resume or partial read on, those (and only those) are dropped."""
+    previous = sys.unraisablehook
+    if getattr(previous, "_chartjax_hides_abandoned_reads", False):
+        return
+
+    def hook(unraisable):
+        err = unraisable.exc_value
+        if isinstance(err, RuntimeError) and str(err) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    hook._chartjax_hides_abandoned_reads = True
+    sys.unraisablehook = hook
+
+
+_DRIVER_NOISE = re.compile(r'Error opening "\w+" driver: ')
+
+
+def _one_line(err: BaseException, step_dir: str) -> str:
+    """An Orbax/tensorstore error as one short line, paths relative to the step folder: the
+    innermost cause (Orbax wraps tensorstore's error in one that prints the whole spec)."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    text = str(err).split(" [tensorstore_spec")[0]
+    text = _DRIVER_NOISE.sub("", text).replace(step_dir.rstrip("/") + "/", "")
+    text = " ".join(text.split())
+    if len(text) > 400:
+        text = text[:400] + " ..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 # -- reading a run's step folder (init from a run, evaluate, convert, infer) --------------------
@@ -138,11 +312,15 @@ def restore_partial(path: str, target: dict) -> dict:
     "0") and placement.
     """
     step_dir = os.path.abspath(path)
-    mgr = _reader(step_dir)
     # Orbax cannot restore an empty subtree (a model without BatchNorm has model_state {}):
     # such items are put back as they are.
     empty = {k: v for k, v in target.items() if not jax.tree.leaves(v)}
     item = {k: v for k, v in target.items() if k not in empty}
+    _hide_abandoned_reads()
+    stored, _ = _stored_tree(step_dir)
+    if stored is not None:  # else Orbax says what it cannot read
+        check_tree(stored, item, step_dir, partial=True)
+    mgr = _reader(step_dir)
     restore_args = jax.tree.map(lambda a: ocp.ArrayRestoreArgs(sharding=a.sharding), item)
     try:
         out = mgr.restore(

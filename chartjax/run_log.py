@@ -1,4 +1,10 @@
-"""Run logging: readable log lines, train_metrics.jsonl, TensorBoard events, a progress bar."""
+"""Run logging: readable log lines, train_metrics.jsonl, TensorBoard events, a progress bar.
+
+A resumed run (`resume_from(step)`) logs each step once: the rows of steps after the restored
+one, which the interrupted run logged after its last checkpoint, are dropped from
+train_metrics.jsonl, and the new TensorBoard events file starts with a purge at step + 1
+(tensorboardX's `purge_step`: TensorBoard hides the older events of those steps).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import os
 import sys
 import time
 
+from chartjax.metrics.report import atomic_write_text
+
 logger = logging.getLogger("chartjax")
 
 
@@ -16,29 +24,64 @@ class RunLog:
 
     def __init__(self, workdir: str, enabled: bool = True):
         self.enabled = enabled
+        self.workdir = workdir
         self._bar = None
         self._jsonl = None
         self._tb = None
+        self._purge_step = None
         if not logger.handlers:
             h = logging.StreamHandler(sys.stderr)
             h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
             logger.addHandler(h)
             logger.setLevel(logging.INFO)
             logger.propagate = False
-        if enabled:
-            self._jsonl = open(os.path.join(workdir, "train_metrics.jsonl"), "a")
-            try:
-                from tensorboardX import SummaryWriter
+        self._opened = False  # the files open at the first metrics row
 
-                self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
-            except ImportError:  # TensorBoard events are a convenience, not a contract
-                logger.warning("tensorboardX missing: no TensorBoard events")
+    def resume_from(self, step: int) -> None:
+        """The run continues after `step`: logged rows of later steps are dropped (the
+        interrupted run wrote them after its last checkpoint) and TensorBoard purges them."""
+        if not self.enabled:
+            return
+        if self._opened:
+            raise RuntimeError("RunLog.resume_from must come before the first metrics row")
+        path = os.path.join(self.workdir, "train_metrics.jsonl")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                lines = f.readlines()
+            kept = [line for line in lines if _row_step(line) <= step]
+            if len(kept) != len(lines):
+                atomic_write_text(path, "".join(kept))
+        tb = os.path.join(self.workdir, "tensorboard")
+        if os.path.isdir(tb) and any(n.startswith("events.out.tfevents.") for n in os.listdir(tb)):
+            self._purge_step = step + 1
+
+    def _open(self) -> None:
+        self._opened = True
+        self._jsonl = open(os.path.join(self.workdir, "train_metrics.jsonl"), "a")
+        try:
+            from tensorboardX import SummaryWriter
+
+            # A unique suffix: two writers in one second would otherwise share a file name,
+            # and the second truncates the first.
+            self._tb = SummaryWriter(
+                os.path.join(self.workdir, "tensorboard"),
+                purge_step=self._purge_step,
+                filename_suffix=f".{time.time_ns()}",
+            )
+        except ImportError:  # TensorBoard events are a convenience, not a contract
+            logger.warning("tensorboardX missing: no TensorBoard events")
 
     def info(self, msg: str) -> None:
         if self._bar is not None:
             self._bar.write(time.strftime("%H:%M:%S ") + msg, file=sys.stderr)
         else:
             logger.info(msg)
+
+    def warning(self, msg: str) -> None:
+        if self._bar is not None:
+            self._bar.write(time.strftime("%H:%M:%S WARNING ") + msg, file=sys.stderr)
+        else:
+            logger.warning(msg)
 
     def start_progress(
         self, start: int, total: int, enabled: bool = True, budget_s: float | None = None
@@ -93,6 +136,8 @@ class RunLog:
     def metrics(self, m: dict) -> None:
         if not self.enabled:
             return
+        if not self._opened:
+            self._open()
         self._jsonl.write(json.dumps(m) + "\n")
         self._jsonl.flush()
         if self._tb is not None:
@@ -115,3 +160,11 @@ class RunLog:
             self._jsonl.close()
         if self._tb:
             self._tb.close()
+
+
+def _row_step(line: str) -> float:
+    """The step of a train_metrics.jsonl line; a torn or blank line counts as after every step."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")

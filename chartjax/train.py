@@ -135,13 +135,22 @@ def train(
         flops_per_example = flops.for_task(model_fn, the_task.lengths)
 
     # ---------------------------------------------------------------- resume -----------
-    if ckpt.latest_step() is not None:
-        state, meta = ckpt.restore(spec.abstract, spec.shardings)
-        if meta["global_batch_size"] != global_batch_size or meta["data_seed"] != seed:
-            raise ValueError(
+    # The newest readable checkpoint: damaged newer ones are reported and set aside.
+    try:
+        resumed = ckpt.restore_newest_good(spec.abstract, spec.shardings, report=log.warning)
+        if resumed is not None and (
+            resumed[1]["global_batch_size"] != global_batch_size or resumed[1]["data_seed"] != seed
+        ):
+            raise ckpt_lib.CheckpointError(
                 f"cannot resume {ckpt.dir}: it was written with global_batch_size="
-                f"{meta['global_batch_size']}, seed={meta['data_seed']}"
+                f"{resumed[1]['global_batch_size']}, seed={resumed[1]['data_seed']}"
             )
+    except ckpt_lib.CheckpointError:
+        ckpt.close()  # puts back the SIGTERM handler
+        log.close()
+        raise
+    if resumed is not None:
+        state, meta = resumed
         log.info(f"resumed from step {int(meta['step'])} ({ckpt.dir})")
     else:
         if init_format == "random":
@@ -152,6 +161,7 @@ def train(
             )
             log.info(f"initialized parameters from {init_format} checkpoint {init_path}")
     start_step = int(jax.device_get(state["step"]))
+    log.resume_from(start_step)  # rows and events of steps after it are dropped / purged
     log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
     save_config(workdir, gin.config_str())
 
@@ -178,9 +188,16 @@ def train(
             "data_seed": seed,
         }
 
+    def stop_non_finite(message):
+        """A NaN/Inf stop: close what the run opened (the SIGTERM handler too), then raise."""
+        log.close_progress()
+        ckpt.close()
+        log.close()
+        raise FloatingPointError(message)
+
     def save(step, force=False):
         if not bool(jax.device_get(finite_fn(state["params"]))):
-            raise FloatingPointError(
+            stop_non_finite(
                 f"parameters are NaN/Inf at step {step}; not saving. The last good checkpoint "
                 f"is step {ckpt.latest_step()} in {ckpt.dir}"
             )
@@ -234,7 +251,7 @@ def train(
             if step % log_every == 0 or step == num_train_steps:
                 m = {k: float(v) for k, v in jax.device_get(metrics).items()}
                 if not math.isfinite(m["loss"]):
-                    raise FloatingPointError(
+                    stop_non_finite(
                         f"loss is {m['loss']} at step {step}; stopping. The last good "
                         f"checkpoint is step {ckpt.latest_step()} in {ckpt.dir}"
                     )

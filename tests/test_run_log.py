@@ -12,10 +12,12 @@ import struct
 
 import pytest
 from tensorboardX.proto import event_pb2
+from tensorboardX.proto.event_pb2 import SessionLog
 
 from chartjax import run_log
 from chartjax.run_log import RunLog
 
+START = SessionLog.START
 ROWS = [
     {"loss": 2.5, "learning_rate": 0.001, "step": 1, "elapsed_s": 0.5},
     {"loss": 1.25, "learning_rate": 0.002, "examples_per_s": 64.0, "step": 2, "elapsed_s": 1.0},
@@ -85,6 +87,67 @@ def test_a_resumed_run_appends_to_the_same_jsonl(tmp_path):
     log.metrics(dict(ROWS[1]))
     log.close()
     assert _jsonl(str(tmp_path)) == ROWS
+
+
+def _tb_scalars_as_tensorboard_shows_them(workdir):
+    """({tag: [(step, value)]}, purge steps) after TensorBoard's purge rule: the files in name
+    order, and a SessionLog.START event at step s hides the events read before it with
+    step >= s."""
+    out, starts = {}, []
+    for path in sorted(glob.glob(os.path.join(workdir, "tensorboard", "events.out.tfevents.*"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        i = 0
+        while i < len(data):
+            (n,) = struct.unpack("<Q", data[i : i + 8])
+            event = event_pb2.Event.FromString(data[i + 12 : i + 12 + n])
+            i += 12 + n + 4
+            if event.HasField("session_log") and event.session_log.status == START:
+                starts.append(event.step)
+                for tag, values in out.items():
+                    out[tag] = [(s, v) for s, v in values if s < event.step]
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append((event.step, v.simple_value))
+    return out, starts
+
+
+def test_a_resumed_run_logs_each_step_once(tmp_path):
+    log = RunLog(str(tmp_path))
+    for step in (1, 2, 3, 4):  # checkpoint at 2, killed after logging 4
+        log.metrics({"step": step, "loss": float(step)})
+    log.close()
+    with open(tmp_path / "train_metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "lo')  # torn by the kill
+
+    log = RunLog(str(tmp_path))
+    log.resume_from(2)
+    for step in (3, 4, 5):
+        log.metrics({"step": step, "loss": 10.0 * step})
+    log.close()
+    rows = _jsonl(str(tmp_path))
+    assert [(r["step"], r["loss"]) for r in rows] == [
+        (1, 1.0),
+        (2, 2.0),
+        (3, 30.0),
+        (4, 40.0),
+        (5, 50.0),
+    ]
+    scalars, starts = _tb_scalars_as_tensorboard_shows_them(str(tmp_path))
+    assert starts == [3]  # purge_step: the step after the restored one
+    assert scalars["train/loss"] == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0), (5, 50.0)]
+    assert len(glob.glob(str(tmp_path / "tensorboard" / "events.out.tfevents.*"))) == 2
+
+
+def test_resume_from_without_earlier_files_and_out_of_order_use(tmp_path):
+    log = RunLog(str(tmp_path))
+    log.resume_from(0)  # a fresh run: nothing to drop, no purge event
+    log.metrics(dict(ROWS[0]))
+    with pytest.raises(RuntimeError, match="before the first metrics row"):
+        log.resume_from(0)
+    log.close()
+    assert _jsonl(str(tmp_path)) == ROWS[:1]
+    assert _tb_scalars_as_tensorboard_shows_them(str(tmp_path))[1] == []
+    RunLog(str(tmp_path / "off"), enabled=False).resume_from(3)  # other processes: no-op
 
 
 def test_tensorboard_scalars_are_every_metric_but_step(tmp_path):

@@ -4,9 +4,12 @@ Multi-host: 2 processes on localhost joined by `jax.distributed.initialize` (glo
 devices each, must log the same losses as 1 process with 8 devices reading the same global
 batches (tolerance 1e-5: the cross-process all-reduce sums in another order).
 Resume: a run SIGKILLed after its first checkpoint and then resumed ends with parameters
-bit-identical to an uninterrupted run on the same mesh.
+bit-identical to an uninterrupted run on the same mesh, and logs each step once.
+SIGTERM: the run saves and exits 143; its rerun, after the latest checkpoint is damaged, names
+that checkpoint in one line, keeps it, resumes from the one before and logs each step once.
 """
 
+import glob
 import json
 import os
 import signal
@@ -38,7 +41,7 @@ def _cmd(workdir, bindings):
     cmd = [
         sys.executable,
         "-c",
-        "import sys; from chartjax.tools.train import main; main(sys.argv[1:])",
+        "import sys; from chartjax.tools.train import main; sys.exit(main(sys.argv[1:]))",
         "--gin_file=tasks/synthetic_rn.gin",
         f"--workdir={workdir}",
     ]
@@ -61,6 +64,11 @@ def _env(devices, **extra):
 def _losses(workdir):
     with open(os.path.join(workdir, "train_metrics.jsonl")) as f:
         return {r["step"]: r["loss"] for r in map(json.loads, f)}
+
+
+def _logged_steps(workdir):
+    with open(os.path.join(workdir, "train_metrics.jsonl")) as f:
+        return [r["step"] for r in map(json.loads, f)]
 
 
 def _free_port():
@@ -157,3 +165,71 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert int(b["step"]) == total
+    assert _logged_steps(run) == _logged_steps(ref) == list(range(10, total + 1, 10))
+
+
+def _truncate_array_files(step_dir):
+    for path in glob.glob(os.path.join(step_dir, "state", "**", "d", "*"), recursive=True):
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+
+
+@pytest.mark.slow
+def test_sigterm_exits_143_and_a_damaged_checkpoint_is_skipped_and_kept(tmp_path):
+    from tests.test_run_log import _tb_scalars_as_tensorboard_shows_them
+
+    common = [
+        "train.log_every=1",
+        "train.checkpoint_every=5",
+        "train.global_batch_size=8",
+        "train.final_eval=False",
+    ]
+    env = _env(1, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"))
+    run = tmp_path / "run"
+    err = open(tmp_path / "first.err", "w")
+    proc = subprocess.Popen(
+        _cmd(run, common + ["train.num_train_steps=100000"]),
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+    )
+    ckpts = run / "checkpoints"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if len([d for d in (os.listdir(ckpts) if ckpts.exists() else []) if d.isdigit()]) >= 2:
+            proc.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=120)
+    err.close()
+    first_err = (tmp_path / "first.err").read_text()
+    assert proc.returncode == 143, first_err[-3000:]
+    steps = sorted(int(d) for d in os.listdir(ckpts) if d.isdigit())
+    stopped = steps[-1]
+    assert f"stopped at step {stopped}: preempted (SIGTERM)" in first_err
+    assert _logged_steps(run) == list(range(1, stopped + 1))
+
+    _truncate_array_files(ckpts / str(stopped))
+    total = stopped + 3
+    rerun = subprocess.run(
+        _cmd(run, common + [f"train.num_train_steps={total}"]),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    damaged = [line for line in rerun.stderr.splitlines() if "damaged" in line]
+    kept = ckpts / f"{stopped}.damaged"
+    assert len(damaged) == 1, rerun.stderr[-3000:]
+    assert f"checkpoint {stopped} is damaged (" in damaged[0]
+    assert f"kept as {kept}; resuming from checkpoint {steps[-2]}" in damaged[0]
+    assert "Traceback" not in rerun.stderr and "Event loop is closed" not in rerun.stderr
+    assert glob.glob(str(kept / "state" / "**" / "d" / "*"), recursive=True)
+    assert f"resumed from step {steps[-2]}" in rerun.stderr
+    assert _logged_steps(run) == list(range(1, total + 1))
+    scalars, _ = _tb_scalars_as_tensorboard_shows_them(str(run))
+    assert [step for step, _ in scalars["train/loss"]] == list(range(1, total + 1))
+    assert sorted(int(d) for d in os.listdir(ckpts) if d.isdigit())[-1] == total

@@ -3,6 +3,7 @@ and the NaN guard."""
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import gin
@@ -81,6 +82,7 @@ def test_two_steps_then_metrics_json(tmp_path, data_dir):
 
 def test_nan_loss_stops_with_last_good_checkpoint(tmp_path, data_dir):
     # A learning rate of 1e30 makes the parameters overflow within a few steps.
+    previous = signal.getsignal(signal.SIGTERM)
     with pytest.raises(FloatingPointError, match=r"(NaN/Inf|loss is (nan|inf)).*last good"):
         _train(
             tmp_path,
@@ -93,3 +95,4 @@ def test_nan_loss_stops_with_last_good_checkpoint(tmp_path, data_dir):
         )
     saved = sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit())
     assert saved and saved[-1] < 50  # the run stopped and kept only finite checkpoints
+    assert signal.getsignal(signal.SIGTERM) is previous  # the run closed what it opened
