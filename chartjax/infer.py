@@ -136,6 +136,40 @@ def make_row(ex: Example, text: str, spec: InferenceSpec, out_dir: str, used: se
 # ------------------------------------------------------------------------ run ---------------
 
 
+PREDICTIONS = "predictions.jsonl"
+
+
+def prepare_out(out: str, output_dirs, overwrite: bool) -> None:
+    """`--out` must be new or empty, so no earlier output can sit next to the new one. With
+    `overwrite`, what chartjax-infer writes there (predictions.jsonl and the tasks'
+    `output_dirs`) is removed first; any other file is kept."""
+    if not os.path.exists(out):
+        return
+    if not os.path.isdir(out):
+        raise InputError(f"--out {out} is a file, not a folder")
+    entries = sorted(os.listdir(out))
+    if not entries:
+        return
+    ours = [PREDICTIONS, *sorted(output_dirs)]
+    if not overwrite:
+        shown = ", ".join(entries[:5]) + (
+            f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+        )
+        raise InputError(
+            f"--out {out} is not empty ({shown}): give a new or empty folder, or --overwrite "
+            f"to replace what chartjax-infer writes there ({', '.join(ours)}; other files are "
+            "kept)"
+        )
+    import shutil
+
+    for name in ours:
+        path = os.path.join(out, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+
+
 def run(args, spec: InferenceSpec, templates: dict) -> dict:
     """Inference as the parsed `chartjax-infer` flags ask, for the task `spec`; `templates`:
     the named prompts `--template` may choose. Returns the run's summary."""
@@ -216,7 +250,7 @@ def run(args, spec: InferenceSpec, templates: dict) -> dict:
         bar.close()
     from chartjax.metrics import prediction_files
 
-    pred_file = os.path.join(args.out, "predictions.jsonl")
+    pred_file = os.path.join(args.out, PREDICTIONS)
     prediction_files.write_jsonl(pred_file, rows)
     t_end = time.time()
     return {

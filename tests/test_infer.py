@@ -276,6 +276,45 @@ def test_table_files_from_a_known_prediction(tmp_path):
     assert deplot.table_file("test_two:198 qq", used) == "tables/test_two_198_qq~2.csv"
 
 
+def test_out_must_be_new_or_empty_and_overwrite_clears_only_our_files(tmp_path, capsys):
+    out = tmp_path / "out"
+    infer.prepare_out(str(out), ["tables"], overwrite=False)  # new: fine, nothing created
+    assert not out.exists()
+    out.mkdir()
+    infer.prepare_out(str(out), ["tables"], overwrite=False)  # empty: fine
+    (out / "tables" / "sub").mkdir(parents=True)
+    (out / "tables" / "sub" / "old.csv").write_text("x\n")
+    (out / "predictions.jsonl").write_text("{}\n")
+    (out / "notes.txt").write_text("mine")
+    # The CLI refuses before it reads the checkpoint (which does not exist here).
+    cli = ["--task", "deplot", "--checkpoint", tmp_path / "none", "--vocab", tmp_path / "none"]
+    cli += ["--images", tmp_path]
+    err = fail_infer(capsys, *cli, "--out", out)
+    assert f"--out {out} is not empty (notes.txt, predictions.jsonl, tables)" in err
+    assert "--overwrite" in err and (out / "tables" / "sub" / "old.csv").exists()
+    infer.prepare_out(str(out), ["tables"], overwrite=True)
+    assert sorted(os.listdir(out)) == ["notes.txt"]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(infer.InputError, match="is a file, not a folder"):
+        infer.prepare_out(str(tmp_path / "file"), [], overwrite=True)
+
+
+def test_overwrite_leaves_no_stale_table(ckpts, vocab_file, images, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["--task", "deplot", "--checkpoint", ckpts["hf"], "--vocab", vocab_file, *COMMON]
+    run_infer(capsys, *args, "--images", images, "--out", out)
+    assert len(list((out / "tables").rglob("*.csv"))) == 3
+    (out / "notes.txt").write_text("mine")
+    assert "is not empty" in fail_infer(capsys, *args, "--images", images, "--out", out)
+    run_infer(capsys, *args, "--images", os.path.join(images, "sub"), "--out", out, "--overwrite")
+    rows = rows_of(out)
+    assert len(rows) == 1
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.csv")) == [
+        rows[0]["table_file"]
+    ]
+    assert (out / "notes.txt").read_text() == "mine"
+
+
 def test_tfds_spec_and_image_listing(images):
     from chartjax.infer_inputs import InputError, image_files, parse_tfds_spec
 

@@ -63,7 +63,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         f"of {sorted(catalog.templates())}",
     )
     p.add_argument("--target_field", help="field/feature holding the reference (optional)")
-    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output folder; it must be new or empty unless --overwrite",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="first remove what chartjax-infer writes in --out (predictions.jsonl, tables/); "
+        "other files there are kept",
+    )
     p.add_argument("--batch_size", type=int, default=8)
     p.add_argument("--max_decode_len", type=int, default=128)
     p.add_argument("--beam_size", type=int, default=1)
@@ -107,6 +117,8 @@ def main(argv=None) -> None:
     args = parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     host_memory.keep_freed_memory()
     try:
+        output_dirs = {d for spec in catalog.INFERENCE.values() for d in spec.output_dirs}
+        infer.prepare_out(args.out, output_dirs, args.overwrite)  # before loading anything
         summary = infer.run(args, catalog.inference(args.task), catalog.templates())
     except (InputError, FileNotFoundError, ValueError) as e:
         print(f"chartjax-infer: {e}", file=sys.stderr)

@@ -12,7 +12,11 @@ and ``references.jsonl`` (``{"id", "target", ...}``, extra fields ``figure_type`
 without ``--references`` the predictions' own targets are used. CHART-Info tasks read folders of
 official per-image JSON (``<id>.json``, nested folders allowed: the id is the relative path
 without ``.json``). Ids must match: a missing prediction is an error unless ``--allow_missing``
-(then it is scored as wrong and counted in ``num_missing``); an extra prediction always is.
+(then it is scored as wrong in every metric and counted in ``num_missing``); an extra prediction
+always is. A prediction that is not of the task's type (each task's FileScorer says what is: a
+FigureQA ``1.0``, a JSONL row without ``prediction``) is an error naming the file and line,
+unless ``--lenient`` (then it is scored as wrong, counted in ``num_invalid`` and listed in a
+warning).
 """
 
 from __future__ import annotations
@@ -57,7 +61,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--images", help="image folder (CHART-Info tasks 4 and 6a: image sizes)")
     p.add_argument(
-        "--allow_missing", action="store_true", help="score missing predictions as wrong"
+        "--allow_missing",
+        action="store_true",
+        help="score missing predictions as wrong in every metric (counted in num_missing)",
+    )
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="score predictions that are not of the task's type (e.g. 1.0 for a yes/no "
+        "answer, a row without 'prediction') as wrong and count them (num_invalid) instead "
+        "of stopping",
     )
     p.add_argument("--data_dir", help="TFDS data_dir for tfds: references")
     p.add_argument("--bertscore_model", help="local model directory for BERTScore")
@@ -140,6 +153,14 @@ def score(args, predictions: dict, references: dict) -> tuple[Scores, int]:
         for i, row in references.items():
             if "target" not in row:
                 raise ScoreError(f"reference {i!r}: no 'target' field")
+    invalid = scorer.invalid_predictions(predictions)
+    if invalid:
+        listed = _listed(predictions, invalid)
+        if not args.lenient:
+            raise ScoreError(
+                f"{listed} (--lenient scores such predictions as wrong and counts them)"
+            )
+        print(f"chartjax-score: warning: scored as wrong: {listed}", file=sys.stderr)
     options = {
         "compat": args.compat,
         "image_sizes": image_sizes(args.images, references) if args.images else None,
@@ -148,11 +169,24 @@ def score(args, predictions: dict, references: dict) -> tuple[Scores, int]:
         "ppl_model": args.ppl_model,
     }
     try:
-        scores = scorer.score(ScoreInputs(predictions, references, missing, options))
+        scores = scorer.score(
+            ScoreInputs(predictions, references, missing | frozenset(invalid), options)
+        )
     except ValueError as err:
         raise ScoreError(f"{args.task}: {err}") from err
     scores.metrics["num_missing"] = len(missing)
+    scores.metrics["num_invalid"] = len(invalid)
     return scores, len(references)
+
+
+def _listed(predictions, invalid: dict[str, str], shown: int = 3) -> str:
+    """ "N prediction(s) not of the task's type: <file>:<line> (id ...): <why>; ..." """
+    where = getattr(predictions, "where", lambda key: f"--predictions id {key!r}")
+    lines = getattr(predictions, "lines", None) or {}
+    keys = sorted(invalid, key=lambda k: (lines.get(k, 0), k))
+    parts = [f"{where(k)} (id {k!r}): {invalid[k]}" for k in keys[:shown]]
+    more = f"; and {len(keys) - shown} more" if len(keys) > shown else ""
+    return f"{len(keys)} prediction(s) not of the task's type: " + "; ".join(parts) + more
 
 
 def _plot(metrics_obj: Mapping[str, Any], png: Path) -> None:

@@ -54,20 +54,22 @@ def relaxed_correctness(
 
 
 def relaxed_accuracy(
-    predictions: Sequence[str],
+    predictions: Sequence[str | None],
     references: Sequence[str | Sequence[str]],
     *,
     strip: bool = False,
     year_exact: bool = False,
 ) -> Scores:
-    """Mean over examples of the best relaxed correctness over each example's targets."""
+    """Mean over examples of the best relaxed correctness over each example's targets; a None
+    (missing) prediction is wrong."""
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
     if not predictions:
         raise ValueError("no examples to score")
     refs = as_reference_lists(references)
     correct = sum(
-        any(relaxed_correctness(t, p, strip=strip, year_exact=year_exact) for t in targets)
+        p is not None
+        and any(relaxed_correctness(t, p, strip=strip, year_exact=year_exact) for t in targets)
         for p, targets in zip(predictions, refs)
     )
     variant = f"strip={strip} year_exact={year_exact}"

@@ -21,6 +21,21 @@ class PredictionFileError(ValueError):
     """A prediction or reference file that cannot be used; the message names file and line."""
 
 
+class IdRows(dict):
+    """`{id: row}` read from `path`, remembering where each id came from: `where(id)` is
+    `<path>:<line>` for a JSONL file, `<path>/<id>.json` for a folder of per-image JSON."""
+
+    def __init__(self, rows=(), *, path, lines: Mapping[str, int] | None = None):
+        super().__init__(rows)
+        self.path = str(path)
+        self.lines = dict(lines) if lines is not None else None
+
+    def where(self, key: str) -> str:
+        if self.lines is None:
+            return os.path.join(self.path, f"{key}.json")
+        return f"{self.path}:{self.lines[key]}" if key in self.lines else self.path
+
+
 def write_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> None:
     """Writes one JSON object per line (UTF-8, atomically); errors name the row."""
     lines = []
@@ -64,9 +79,9 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 
 def read_id_rows(
     path: str | os.PathLike, what: str, *, required: Sequence[str] = ("id",)
-) -> dict[str, dict]:
-    """`{id: row}` of a JSONL file; a row without a `required` field or a duplicate id is an
-    error naming the file and line."""
+) -> IdRows:
+    """`{id: row}` of a JSONL file (an IdRows: each id's line number is kept); a row without a
+    `required` field or a duplicate id is an error naming the file and line."""
     rows: dict[str, dict] = {}
     lines: dict[str, int] = {}
     try:
@@ -85,11 +100,12 @@ def read_id_rows(
                 f"{what} {path}:{lineno}: duplicate id {key!r} (first on line {lines[key]})"
             )
         rows[key], lines[key] = row, lineno
-    return rows
+    return IdRows(rows, path=path, lines=lines)
 
 
-def read_json_dir(path: str | os.PathLike, what: str) -> dict[str, Any]:
-    """`{id: parsed JSON}` of a folder of `<id>.json` files (nested folders: the relative path)."""
+def read_json_dir(path: str | os.PathLike, what: str) -> IdRows:
+    """`{id: parsed JSON}` of a folder of `<id>.json` files (nested folders: the relative path);
+    an IdRows whose `where(id)` is the file."""
     root = Path(path)
     if not root.is_dir():
         raise PredictionFileError(f"{what}: {path} is not a folder of <id>.json files")
@@ -103,7 +119,7 @@ def read_json_dir(path: str | os.PathLike, what: str) -> dict[str, Any]:
             raise PredictionFileError(f"{file}: invalid JSON: {err}") from None
     if not out:
         raise PredictionFileError(f"{what}: no .json file under {path}")
-    return out
+    return IdRows(out, path=path)
 
 
 def sample_ids(ids) -> str:

@@ -137,10 +137,14 @@ def rms_example(targets: Sequence[str], prediction: str) -> tuple[float, float, 
     return best
 
 
-def rms(predictions: Sequence[str], references: Sequence[str | Sequence[str]]) -> Scores:
-    """Mean per-example RMS precision, recall and F1 (F1 is the mean of per-example F1)."""
+def rms(predictions: Sequence[str | None], references: Sequence[str | Sequence[str]]) -> Scores:
+    """Mean per-example RMS precision, recall and F1 (F1 is the mean of per-example F1).
+
+    A None prediction is a missing one and scores 0 in all three. (An empty table is a
+    prediction: DePlot's definition gives it precision 1, having no wrong datapoint, and
+    recall 0.)"""
     refs = _check(predictions, references)
-    per = [rms_example(t, p) for p, t in zip(predictions, refs)]
+    per = [(0.0, 0.0, 0.0) if p is None else rms_example(t, p) for p, t in zip(predictions, refs)]
     n = len(per)
     return Scores(
         metrics={
@@ -187,11 +191,13 @@ def rnss_example(targets: Sequence[str], prediction: str) -> float:
     return best
 
 
-def rnss(predictions: Sequence[str], references: Sequence[str | Sequence[str]]) -> Scores:
-    """Mean RNSS over examples."""
+def rnss(predictions: Sequence[str | None], references: Sequence[str | Sequence[str]]) -> Scores:
+    """Mean RNSS over examples; a None (missing) prediction scores 0 (the empty prediction
+    scores 1 against a target without numbers)."""
     refs = _check(predictions, references)
+    per = [0.0 if p is None else rnss_example(t, p) for p, t in zip(predictions, refs)]
     return Scores(
-        metrics={"rnss": sum(rnss_example(t, p) for p, t in zip(predictions, refs)) / len(refs)},
+        metrics={"rnss": sum(per) / len(refs)},
         libraries={"rnss": "deplot table_number_accuracy definition"},
     )
 

@@ -28,7 +28,7 @@ import gin
 
 from chartjax.data import sources, tables
 from chartjax.tasks import chart_info_tables, seq2seq
-from chartjax.tasks.task import FileScorer, ScoreInputs, Task
+from chartjax.tasks.task import FileScorer, ScoreInputs, Task, describe
 
 MODES = ("task1", "task3", "task6b")
 # Normalized class names (tfds_builders/chart_info/annotations.normalize_chart_type of the
@@ -395,7 +395,10 @@ def _json_scorer(task: str):
             raise ValueError(
                 f"chart_info_task{task} needs --images (image sizes set the thresholds)"
             )
-        gt, pred, compat = inputs.references, inputs.predictions, opts.get("compat", "spec")
+        gt, compat = inputs.references, opts.get("compat", "spec")
+        # Ids in `missing` (with --lenient also the files check_prediction refused) are left
+        # out: the official metrics score an image without a prediction as wrong.
+        pred = {k: v for k, v in inputs.predictions.items() if k not in inputs.missing}
         if task in ("4", "6a"):
             scores = getattr(ci, f"task{task}")(gt, pred, sizes, compat=compat)
         else:
@@ -403,9 +406,27 @@ def _json_scorer(task: str):
         scores.libraries["chart_info"] = f"compat={compat}"
         return scores
 
+    key = "task6" if task in ("6a", "6b") else f"task{task}"
+
+    def check(obj) -> str | None:
+        """A prediction file is a JSON object; its `task<N>` entry, where present, an object
+        (or null: no prediction for that task, as in the official files)."""
+        if not isinstance(obj, dict):
+            return f"the file holds {describe(obj)}; expected a JSON object"
+        entry = obj.get(key, obj.get("task1.4") if key == "task4" else None)
+        if entry is not None and not isinstance(entry, dict):
+            return f"{key!r} is {describe(entry)}; expected an object {{'output': ...}}"
+        return None
+
     from chartjax.metrics.chart_info import COMPAT_MODES
 
-    return FileScorer(f"chart_info_task{task}", "json_dir", score, compat=tuple(COMPAT_MODES))
+    return FileScorer(
+        f"chart_info_task{task}",
+        "json_dir",
+        score,
+        compat=tuple(COMPAT_MODES),
+        check_prediction=check,
+    )
 
 
 SCORERS = tuple(_json_scorer(k) for k in ("1", "2", "3", "4", "5", "6a", "6b"))

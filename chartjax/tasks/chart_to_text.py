@@ -38,7 +38,7 @@ from chartjax.metrics.chart_to_text import chart_to_text_scores
 from chartjax.metrics.content_selection import records_from_table
 from chartjax.metrics.prediction_files import field_of
 from chartjax.tasks import seq2seq
-from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task
+from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
 CONFIGS = ("statista", "pew")
 MODES = ("tab_t5", "ocr_t5", "image", "deplot_t5")
@@ -228,9 +228,8 @@ INFERENCE = InferenceSpec(
 def _score_files(inputs: ScoreInputs):
     ids = list(inputs.references)
     rows = [inputs.references[i] for i in ids]
-    outputs = [
-        "" if i in inputs.missing else str(inputs.predictions[i].get("prediction", "")) for i in ids
-    ]
+    # A missing summary is the empty text: 0 in BLEU, ROUGE, METEOR, CIDEr and CS.
+    outputs = ["" if i in inputs.missing else str(inputs.predictions[i]["prediction"]) for i in ids]
     groups = {k: v for k in ("split", "chart_type", "complexity") if (v := field_of(rows, k))}
     return chart_to_text_scores(
         outputs,
@@ -258,4 +257,6 @@ def _reference_row(ex: dict, split: str) -> dict:
     }
 
 
-SCORER = FileScorer("chart_to_text", "jsonl", _score_files, _reference_row)
+SCORER = FileScorer(
+    "chart_to_text", "jsonl", _score_files, _reference_row, check_prediction=text_prediction
+)

@@ -61,7 +61,7 @@ from chartjax.metrics import prediction_files
 from chartjax.metrics.prediction_files import field_of
 from chartjax.metrics.scores import Scores
 from chartjax.tasks import seq2seq
-from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task
+from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
 MODES = (
     "matcha_class",
@@ -514,7 +514,8 @@ def _score_files(inputs: ScoreInputs) -> Scores:
     ids = list(inputs.references)
     rows = [inputs.references[i] for i in ids]
     preds = inputs.predictions
-    outputs = ["" if i in inputs.missing else str(preds[i].get("prediction", "")) for i in ids]
+    # A missing verdict is the empty text: no label (wrong), 0 in the explanation metrics.
+    outputs = ["" if i in inputs.missing else str(preds[i]["prediction"]) for i in ids]
     # MatCha's targets are Yes/No: use its parser when every output starts that way.
     matcha = all(cc_metrics.parse_matcha(o) is not None for o in outputs if o) and any(outputs)
     scores = cc_metrics.chartcheck_scores(
@@ -524,9 +525,14 @@ def _score_files(inputs: ScoreInputs) -> Scores:
         chart_types=field_of(rows, "chart_type"),
         reasoning_types=field_of(rows, "reasoning_types"),
     )
+    if "num_unparseable" in scores.metrics:  # of the predictions given (missing: num_missing)
+        scores.metrics["num_unparseable"] -= sum(i in inputs.missing for i in ids)
     gold = field_of(rows, "explanation")
     if gold is not None:
-        expl = [preds.get(i, {}).get("explanation", o) for i, o in zip(ids, outputs)]
+        expl = [
+            "" if i in inputs.missing else preds[i].get("explanation", o)
+            for i, o in zip(ids, outputs)
+        ]
         scores.update(
             cc_metrics.explanation_scores(
                 expl,
@@ -550,4 +556,6 @@ def _reference_row(ex: dict, split: str) -> dict:
     }
 
 
-SCORER = FileScorer("chartcheck", "jsonl", _score_files, _reference_row)
+SCORER = FileScorer(
+    "chartcheck", "jsonl", _score_files, _reference_row, check_prediction=text_prediction
+)

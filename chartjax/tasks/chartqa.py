@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from chartjax.metrics import chartqa as chartqa_metrics
 from chartjax.metrics.scores import Scores
-from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs
+from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, answer_prediction
 
 INFERENCE = InferenceSpec(
     name="chartqa",
@@ -24,10 +24,11 @@ INFERENCE = InferenceSpec(
 
 def _score_files(inputs: ScoreInputs) -> Scores:
     ids = list(inputs.references)
+    # A missing prediction (None) is wrong, even against an empty target.
     outputs = [
-        "" if i in inputs.missing else str(inputs.predictions[i].get("prediction", "")) for i in ids
+        None if i in inputs.missing else str(inputs.predictions[i]["prediction"]) for i in ids
     ]
     return chartqa_metrics.relaxed_accuracy(outputs, [inputs.references[i]["target"] for i in ids])
 
 
-SCORER = FileScorer("chartqa", "jsonl", _score_files)
+SCORER = FileScorer("chartqa", "jsonl", _score_files, check_prediction=answer_prediction)

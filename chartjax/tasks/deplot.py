@@ -34,7 +34,7 @@ from chartjax.tasks.chart_info_tables import (
     count_unannotated,
     table_scores,
 )
-from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task
+from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
 PROMPT = tables.DEPLOT_PROMPT
 SOURCES = ("chart_info", "statista")
@@ -165,6 +165,7 @@ INFERENCE = InferenceSpec(
     templates={"deplot": PROMPT},
     target_field="table.linearized",
     write_outputs=write_outputs,
+    output_dirs=("tables",),
 )
 
 
@@ -172,12 +173,13 @@ def _score_files(inputs: ScoreInputs):
     from chartjax.metrics import tables as table_metrics
 
     ids = list(inputs.references)
-    # A missing prediction is the empty table: wrong in every metric.
+    # A missing prediction (None) is wrong in every metric; the empty table would not be (its
+    # RMS precision is vacuously 1, and its RNSS is 1 against a table without numbers).
     outputs = [
-        "" if i in inputs.missing else str(inputs.predictions[i].get("prediction", "")) for i in ids
+        None if i in inputs.missing else str(inputs.predictions[i]["prediction"]) for i in ids
     ]
     targets = [inputs.references[i]["target"] for i in ids]
     return table_metrics.rms(outputs, targets).update(table_metrics.rnss(outputs, targets))
 
 
-SCORER = FileScorer("deplot", "jsonl", _score_files)
+SCORER = FileScorer("deplot", "jsonl", _score_files, check_prediction=text_prediction)

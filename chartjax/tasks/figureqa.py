@@ -19,7 +19,7 @@ from chartjax.metrics import classification as cls_metrics
 from chartjax.metrics import figureqa as figureqa_metrics
 from chartjax.metrics.prediction_files import field_of
 from chartjax.tasks import classification
-from chartjax.tasks.task import Evaluation, FileScorer, ScoreInputs, Task
+from chartjax.tasks.task import Evaluation, FileScorer, ScoreInputs, Task, describe
 
 TEMPLATES = (
     "Is {c1} the minimum?",
@@ -183,12 +183,24 @@ def _score_files(inputs: ScoreInputs):
     ids = list(inputs.references)
     rows = [inputs.references[i] for i in ids]
     raw = [None if i in inputs.missing else inputs.predictions[i].get("prediction") for i in ids]
-    return figureqa_metrics.figureqa_scores(
+    scores = figureqa_metrics.figureqa_scores(
         raw,
         [r["target"] for r in rows],
         figure_types=field_of(rows, "figure_type"),
         question_ids=field_of(rows, "question_id"),
     )
+    if "num_unparseable" in scores.metrics:  # of the predictions given (missing: num_missing)
+        scores.metrics["num_unparseable"] -= sum(i in inputs.missing for i in ids)
+    return scores
+
+
+def _check_answer(value) -> str | None:
+    """A yes/no answer: 0/1, true/false, or a text ("yes", "No.", "1"; unparseable text is
+    scored wrong and counted in num_unparseable). A float such as 1.0 is refused: it is a
+    score or a probability, not an answer."""
+    if isinstance(value, bool | str) or (type(value) is int and value in (0, 1)):
+        return None
+    return f"prediction is {describe(value)}; expected 0/1, true/false or a yes/no text"
 
 
 def _reference_row(ex: dict, split: str) -> dict:
@@ -199,4 +211,6 @@ def _reference_row(ex: dict, split: str) -> dict:
     }
 
 
-SCORER = FileScorer("figureqa", "jsonl", _score_files, _reference_row)
+SCORER = FileScorer(
+    "figureqa", "jsonl", _score_files, _reference_row, check_prediction=_check_answer
+)

@@ -107,6 +107,8 @@ class InferenceSpec:
     write_outputs(row, out_dir, used): adds task-specific outputs to a prediction row (and
       files under out_dir, e.g. DePlot's tables/<id>.csv); `used` holds the relative paths taken.
     field_aliases: other names an input field may have in users' files.
+    output_dirs: the folders under --out that write_outputs fills (DePlot's "tables"): with
+      --overwrite, chartjax-infer clears them and predictions.jsonl, nothing else.
     """
 
     name: str
@@ -117,6 +119,7 @@ class InferenceSpec:
     target_text: Callable[[Any, Any], str] | None = None
     write_outputs: Callable[[dict, str, set], None] | None = None
     field_aliases: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    output_dirs: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,10 +143,14 @@ class FileScorer:
 
     layout: "jsonl" (predictions.jsonl against references.jsonl / a TFDS split / the
       predictions' own targets) or "json_dir" (folders of official per-image JSON).
-    score(inputs) -> Scores.
+    score(inputs) -> Scores; `inputs.missing` ids (no prediction, or with --lenient one that
+      is not of the task's type) must count as wrong in every metric.
     reference_row(tfds_example, split) -> a reference row (`target` + breakdown fields); None
       when references cannot come from TFDS.
     compat: the metric flavours `--compat` may choose for this task (the first is the default).
+    check_prediction(value) -> None when a prediction (a JSONL row's `prediction`, or one
+      parsed `<id>.json`) is of the task's type, else what is wrong with it, e.g. "prediction is
+      a float (1.0); expected 0/1, true/false or a yes/no text".
     """
 
     name: str
@@ -151,3 +158,44 @@ class FileScorer:
     score: Callable[[ScoreInputs], Scores]
     reference_row: Callable[[dict, str], dict] | None = None
     compat: tuple[str, ...] = ("spec",)
+    check_prediction: Callable[[Any], str | None] | None = None
+
+    def invalid_predictions(self, predictions: Mapping[str, Any]) -> dict[str, str]:
+        """`{id: what is wrong}` for the predictions that cannot be scored as they are: a JSONL
+        row without `prediction`, or a value `check_prediction` refuses."""
+        out = {}
+        for key, value in predictions.items():
+            if self.layout == "jsonl":
+                if not isinstance(value, Mapping) or "prediction" not in value:
+                    out[key] = "no 'prediction' field"
+                    continue
+                value = value["prediction"]
+            why = self.check_prediction(value) if self.check_prediction else None
+            if why:
+                out[key] = why
+        return out
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe(value) -> str:
+    """A JSON value's type and a short repr, for messages: "a float (1.0)"."""
+    kinds = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
+    kinds.update({list: "an array", dict: "an object"})
+    kind = kinds.get(type(value), "null" if value is None else type(value).__name__)
+    return kind if value is None else f"{kind} ({_shown(value)})"
+
+
+def text_prediction(value) -> str | None:
+    """check_prediction of the tasks whose model writes text (tables, summaries, verdicts)."""
+    return None if isinstance(value, str) else f"prediction is {describe(value)}; expected a string"
+
+
+def answer_prediction(value) -> str | None:
+    """check_prediction of question answering: a text or a number (not a boolean)."""
+    if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return None
+    return f"prediction is {describe(value)}; expected a string or a number"

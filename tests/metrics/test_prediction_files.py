@@ -39,6 +39,12 @@ def test_id_rows_need_ids_once(tmp_path):
         "1": {"id": 1, "prediction": "a"},
         "2": {"id": "2", "prediction": "b"},
     }
+    rows = P.read_id_rows(path, "--predictions")
+    assert rows.lines == {"1": 1, "2": 3} and rows.where("2") == f"{path}:3"
+    folder = tmp_path / "json"
+    (folder / "line").mkdir(parents=True)
+    (folder / "line" / "a.json").write_text("{}")
+    assert P.read_json_dir(folder, "--predictions").where("line/a") == str(folder / "line/a.json")
     path.write_text('{"id": 1, "prediction": "a"}\n{"prediction": "b"}\n')
     with pytest.raises(P.PredictionFileError, match=re.escape(f"{path}:2: no 'id' field")):
         P.read_id_rows(path, "--predictions")

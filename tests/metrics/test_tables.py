@@ -94,6 +94,16 @@ def test_relaxed_accuracy_variants_and_mean():
     assert out.metrics["relaxed_accuracy"] == pytest.approx(2 / 3)
 
 
+def test_a_missing_prediction_scores_zero_where_the_empty_table_would_not():
+    target = "year | a\n2019 | 100"
+    assert tables.rms_example([target], "") == (1.0, 0.0, 0.0)  # DePlot: vacuous precision
+    assert tables.rnss_example(["title | none"], "") == 1.0  # no numbers on either side
+    rms = tables.rms([None, target], [target, target]).metrics
+    assert rms == {"rms_precision": 0.5, "rms_recall": 0.5, "rms_f1": 0.5}
+    assert tables.rnss([None], ["title | none"]).metrics["rnss"] == 0.0
+    assert chartqa.relaxed_accuracy([None, ""], ["", ""]).metrics["relaxed_accuracy"] == 0.5
+
+
 cells = st.text(alphabet="abcdefgh", min_size=1, max_size=6)
 numbers = st.integers(min_value=1, max_value=10_000).map(str)
 

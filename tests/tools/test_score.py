@@ -269,3 +269,158 @@ def test_metrics_package_imports_neither_jax_nor_tensorflow():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
+
+
+# -- predictions that are not of the task's type; missing predictions ----------------------------
+
+
+def test_figureqa_floats_are_an_error_naming_file_and_line_unless_lenient(tmp_path, capsys):
+    rows = [
+        {"id": "0/0", "prediction": 1, "target": 1},
+        {"id": "0/1", "prediction": 1.0, "target": 1},
+        {"id": "1/0", "prediction": 0.0, "target": 0},
+    ]
+    preds = _jsonl(tmp_path / "p.jsonl", rows)
+    rc, _, out = _run(tmp_path, "--task", "figureqa", "--predictions", preds)
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert (
+        f"2 prediction(s) not of the task's type: {preds}:2 (id '0/1'): prediction is a float "
+        f"(1.0); expected 0/1, true/false or a yes/no text; {preds}:3 (id '1/0'): "
+        "prediction is a float (0.0)" in err
+    )
+    assert "--lenient" in err
+
+    rc, obj, _ = _run(tmp_path, "--task", "figureqa", "--predictions", preds, "--lenient")
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert obj["metrics"]["accuracy"] == pytest.approx(1 / 3)  # the floats count as wrong
+    assert obj["metrics"]["num_invalid"] == 2 and obj["metrics"]["num_missing"] == 0
+    assert obj["metrics"]["num_unparseable"] == 0
+    assert f"warning: scored as wrong: 2 prediction(s) not of the task's type: {preds}:2" in err
+
+
+def test_a_row_without_prediction_is_an_error_naming_file_and_line(tmp_path, capsys):
+    preds = _jsonl(
+        tmp_path / "p.jsonl",
+        [{"id": "a", "prediction": "year | a\n2019 | 100"}, {"id": "b", "output": "x"}],
+    )
+    refs = _jsonl(
+        tmp_path / "r.jsonl",
+        [{"id": "a", "target": "year | a\n2019 | 100"}, {"id": "b", "target": "year | a\n1 | 2"}],
+    )
+    args = ["--task", "deplot", "--predictions", preds, "--references", refs]
+    rc, _, _ = _run(tmp_path, *args)
+    assert rc == 2
+    assert f"{preds}:2 (id 'b'): no 'prediction' field" in capsys.readouterr().err
+    rc, obj, _ = _run(tmp_path, *args, "--lenient")
+    assert rc == 0 and obj["metrics"]["num_invalid"] == 1
+    assert obj["metrics"]["rms_precision"] == 0.5  # the row without a table: nothing right
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path, capsys):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'{"id": "a", "prediction": "ok"}\n{"id": "b", "prediction": "\xff"}\n')
+    rc, _, _ = _run(tmp_path, "--task", "chartqa", "--predictions", str(path))
+    assert rc == 2
+    assert f"{path}:2: invalid UTF-8" in capsys.readouterr().err
+
+
+def test_allow_missing_deplot_table_scores_zero_not_vacuous_precision(tmp_path):
+    preds = _jsonl(tmp_path / "p.jsonl", [{"id": "a", "prediction": "year | a\n2019 | 100"}])
+    refs = _jsonl(
+        tmp_path / "r.jsonl",
+        [{"id": "a", "target": "year | a\n2019 | 100"}, {"id": "b", "target": "title | none"}],
+    )
+    args = ["--task", "deplot", "--predictions", preds, "--references", refs]
+    rc, obj, _ = _run(tmp_path, *args, "--allow_missing")
+    assert rc == 0 and obj["metrics"]["num_missing"] == 1
+    for name in ("rms_precision", "rms_recall", "rms_f1", "rnss"):
+        assert obj["metrics"][name] == 0.5, name  # 1 for "a", 0 for the missing "b"
+
+
+# One reference row per JSONL task (two for DePlot: a table without numbers, where the empty
+# prediction would score RNSS 1), and a prediction value that is not of the task's type.
+JSONL_TASKS = {
+    "figureqa": ([{"target": 1}, {"target": 0}], 0.0),
+    "chartcheck": ([{"target": "TRUE", "explanation": "Sales rose."}], 1),
+    "chart_to_text": (
+        [
+            {
+                "target": "Sales rose to 45 % in 2020 .",
+                "records": "Year|2020|x|line_chart Sales|45|y|line_chart",
+                "title": "Sales",
+            }
+        ],
+        None,
+    ),
+    "deplot": ([{"target": "year | a\n2019 | 100"}, {"target": "title | none"}], ["a"]),
+    "chartqa": ([{"target": "2010"}, {"target": ""}], True),
+}
+
+
+def test_every_task_has_its_door_here():
+    from chartjax.tasks import catalog
+
+    jsonl = {n for n, s in catalog.SCORERS.items() if s.layout == "jsonl"}
+    assert jsonl == set(JSONL_TASKS)
+
+
+@pytest.mark.parametrize("task", sorted(JSONL_TASKS))
+def test_allow_missing_scores_a_missing_prediction_wrong_in_every_metric(tmp_path, task):
+    refs, _ = JSONL_TASKS[task]
+    refs = _jsonl(tmp_path / "r.jsonl", [{"id": f"r{i}", **r} for i, r in enumerate(refs)])
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("")
+    args = ["--task", task, "--predictions", str(preds), "--references", refs]
+    rc, obj, _ = _run(tmp_path, *args, "--allow_missing")
+    assert rc == 0
+    scored = {
+        k: v
+        for k, v in obj["metrics"].items()
+        if report.is_bounded(k) and not k.endswith("ci95_high")  # a Wilson bound stays > 0
+    }
+    assert scored and all(v == 0 for v in scored.values()), scored
+    assert obj["metrics"]["num_missing"] == obj["num_examples"]
+
+
+@pytest.mark.parametrize("task", sorted(JSONL_TASKS))
+def test_every_jsonl_task_refuses_a_prediction_of_another_type(tmp_path, capsys, task):
+    refs, bad = JSONL_TASKS[task]
+    preds = _jsonl(tmp_path / "p.jsonl", [{"id": "r0", "prediction": bad, **refs[0]}])
+    rc, _, _ = _run(tmp_path, "--task", task, "--predictions", preds)
+    assert rc == 2
+    assert f"{preds}:1 (id 'r0'): prediction is " in capsys.readouterr().err
+
+
+def test_chart_info_refuses_a_prediction_file_that_is_not_an_object(tmp_path, capsys):
+    gt_dir, pred_dir = tmp_path / "gt", tmp_path / "pred"
+    gt_dir.mkdir()
+    pred_dir.mkdir()
+    for i, chart_type in enumerate(("line", "pie")):
+        (gt_dir / f"c{i}.json").write_text(
+            json.dumps({"task1": {"output": {"chart_type": chart_type}}})
+        )
+    (pred_dir / "c0.json").write_text(json.dumps({"task1": {"output": {"chart_type": "line"}}}))
+    (pred_dir / "c1.json").write_text(json.dumps(["pie"]))
+    args = [
+        "--task",
+        "chart_info_task1",
+        "--predictions",
+        str(pred_dir),
+        "--references",
+        str(gt_dir),
+    ]
+    rc, _, _ = _run(tmp_path, *args)
+    assert rc == 2
+    assert f"{pred_dir / 'c1.json'} (id 'c1'): the file holds an array" in capsys.readouterr().err
+    rc, lenient, _ = _run(tmp_path, *args, "--lenient")
+    (pred_dir / "c1.json").unlink()
+    rc2, missing, _ = _run(tmp_path, *args, "--allow_missing")
+    assert rc == rc2 == 0 and lenient["metrics"]["num_invalid"] == 1
+    assert missing["metrics"]["num_missing"] == 1
+    # The refused file is scored exactly as a missing one.
+    drop = ("num_invalid", "num_missing")
+    assert {k: v for k, v in lenient["metrics"].items() if k not in drop} == {
+        k: v for k, v in missing["metrics"].items() if k not in drop
+    }
