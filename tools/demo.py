@@ -113,6 +113,7 @@ def _report(runs: dict, out: str) -> None:
                 print(_row(ft, m["breakdowns"]["figure_type"][ft]))
         print(f"metrics.json: {path}")
         print(f"per-group plot: {os.path.join(os.path.dirname(path), 'accuracy_by_group.png')}")
+        print(f"report (open in a browser): {os.path.join(os.path.dirname(path), 'report.html')}")
     curves = plot_training_curves(runs, os.path.join(out, "training_curves.png"))
     print(f"\ntraining curves: {curves}")
     # Where the RN beats text-only beyond both confidence intervals.
