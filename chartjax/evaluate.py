@@ -24,7 +24,7 @@ from chartjax import init_checkpoint
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
-from chartjax.metrics import prediction_files, report
+from chartjax.metrics import html_report, prediction_files, report
 from chartjax.tasks import catalog
 from chartjax.tasks.task import Task
 
@@ -105,6 +105,8 @@ def evaluate_split(
             os.path.join(split_dir, "accuracy_by_group.png"),
             title=f"{task.name} {split} @ step {step}",
         )
+    plots = [os.path.join(split_dir, "accuracy_by_group.png")] if plot_groups else []
+    html_report.write_report(os.path.join(split_dir, "report.html"), obj, rows, plots=plots)
     return {"metrics": scores.metrics, "breakdowns": scores.breakdowns, "dir": split_dir}
 
 
@@ -169,6 +171,12 @@ def evaluate(
         )
         step, source = 0, f"{init_format}:{init_path}"
     os.makedirs(workdir, exist_ok=True)
+    config_file = os.path.join(workdir, "config.gin")
+    if jax.process_index() == 0 and not os.path.exists(config_file):
+        # An evaluation-only run has no training run to save it: its workdir then records
+        # what was evaluated (recipe.gin_files names the recipe), as a train run's does.
+        with open(config_file, "w") as f:
+            f.write(gin.config_str())
     results = {}
     predict = make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
     with mesh_lib.activate(mesh, axis_rules):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from chartjax import checkpoint as ckpt_lib
-from chartjax import config, host_memory
+from chartjax import config, host_memory, quiet, recipe
 from chartjax import train as train_lib
 
 EXIT_DONE = 0
@@ -35,7 +35,9 @@ def _message(err: BaseException) -> str:
 
 
 def main(argv=None) -> int:
-    args = config.parse_flags(argv, description=__doc__)
+    argv = quiet.setup(argv)  # before anything imports TensorFlow
+    args = config.parse_flags(argv, description=__doc__, extra=quiet.add_flag)
+    recipe.check_trainable()  # an evaluation-only recipe exits here with what to run instead
     host_memory.keep_freed_memory()
     try:
         result = train_lib.train(args.workdir)
