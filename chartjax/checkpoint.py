@@ -253,22 +253,61 @@ def check_tree(stored, target, where: str, *, partial: bool = False) -> None:
 
 
 def _hide_abandoned_reads() -> None:
-    """When one read of a checkpoint fails, Orbax abandons the others; tensorstore completes
-    them later on a closed event loop, and each prints a "RuntimeError: Event loop is closed"
-    traceback through sys.unraisablehook (dozens of them for one damaged file). From the first
-    resume or partial read on, those (and only those) are dropped."""
+    """When one read of a checkpoint fails, Orbax abandons the others. Later, tensorstore
+    completes them on a closed event loop ("RuntimeError: Event loop is closed") and the
+    abandoned read coroutines fail when they are collected ("Exception ignored in: <coroutine
+    _read_array_index_and_device_put>", with tensorstore's whole spec): dozens of tracebacks
+    through sys.unraisablehook for one damaged file, at any time afterwards, and asyncio logs
+    "Task exception was never retrieved" for the abandoned tasks. From the first resume or
+    partial read on, those (and only those) are dropped."""
     previous = sys.unraisablehook
     if getattr(previous, "_chartjax_hides_abandoned_reads", False):
         return
 
     def hook(unraisable):
-        err = unraisable.exc_value
-        if isinstance(err, RuntimeError) and str(err) == "Event loop is closed":
-            return
-        previous(unraisable)
+        if not _from_abandoned_read(unraisable):
+            previous(unraisable)
 
     hook._chartjax_hides_abandoned_reads = True
     sys.unraisablehook = hook
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _AbandonedReadLogs) for f in asyncio_log.filters):
+        asyncio_log.addFilter(_AbandonedReadLogs())
+
+
+class _AbandonedReadLogs(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "exception was never retrieved" not in str(record.msg) or not record.exc_info:
+            return True
+        return not (_in_orbax(record.exc_info[2]) or _TENSORSTORE.match(str(record.exc_info[1])))
+
+
+# How tensorstore's errors start (absl status codes).
+_TENSORSTORE = re.compile(
+    r"(OUT_OF_RANGE|NOT_FOUND|FAILED_PRECONDITION|DATA_LOSS|INVALID_ARGUMENT|UNKNOWN|INTERNAL"
+    r"|UNAVAILABLE|ABORTED|CANCELLED|DEADLINE_EXCEEDED|PERMISSION_DENIED): "
+)
+
+
+_ORBAX_DIR = os.path.dirname(os.path.abspath(ocp.__file__)) + os.sep
+
+
+def _from_abandoned_read(unraisable) -> bool:
+    err = unraisable.exc_value
+    if isinstance(err, RuntimeError) and str(err) == "Event loop is closed":
+        return True
+    code = getattr(unraisable.object, "cr_code", None)  # a collected coroutine
+    if code is not None and code.co_filename.startswith(_ORBAX_DIR):
+        return True
+    return _in_orbax(unraisable.exc_traceback) or bool(_TENSORSTORE.match(str(err)))
+
+
+def _in_orbax(tb) -> bool:
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_ORBAX_DIR):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 _DRIVER_NOISE = re.compile(r'Error opening "\w+" driver: ')

@@ -8,9 +8,12 @@ methods are used.
 """
 
 import glob
+import logging
 import os
 import signal
+import sys
 import threading
+import types
 
 import jax
 import jax.numpy as jnp
@@ -347,6 +350,31 @@ def test_damaged_data_of_a_large_array_is_found_on_restore(tmp_path):
         len(reports) == 1 and "OUT_OF_RANGE" in reports[0] and "tensorstore_spec" not in reports[0]
     )
     assert "Event loop is closed" not in reports[0]
+
+
+def test_the_tracebacks_of_abandoned_reads_are_dropped_and_nothing_else(monkeypatch):
+    # After one failed read, Orbax's abandoned reads print dozens of tracebacks when they are
+    # collected (seen as sys.unraisablehook calls and asyncio "never retrieved" logs).
+    got = []
+    monkeypatch.setattr(sys, "unraisablehook", got.append)
+    ckpt_lib._hide_abandoned_reads()
+
+    def unraisable(err, obj=None):
+        return types.SimpleNamespace(exc_value=err, exc_traceback=None, object=obj)
+
+    sys.unraisablehook(unraisable(RuntimeError("Event loop is closed")))
+    sys.unraisablehook(unraisable(ValueError('OUT_OF_RANGE: Error reading "w/0" in OCDBT')))
+    mine = unraisable(ValueError("something else"))
+    sys.unraisablehook(mine)
+    assert got == [mine]
+
+    def record(msg, err):
+        return logging.LogRecord("asyncio", logging.ERROR, "", 0, msg, (), (type(err), err, None))
+
+    log_filter = logging.getLogger("asyncio").filter
+    assert not log_filter(record("Task exception was never retrieved", ValueError("NOT_FOUND: x")))
+    assert log_filter(record("Task exception was never retrieved", ValueError("mine")))
+    assert log_filter(record("Unclosed client session", ValueError("NOT_FOUND: x")))
 
 
 def test_when_every_checkpoint_is_damaged_nothing_is_moved(tmp_path):
