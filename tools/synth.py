@@ -4,7 +4,8 @@ One subcommand per corpus; each is a `_add_<name>(subparsers)` function that dec
 and sets `func` to the function that runs it.
 
     chartjax-synth figureqa --out DIR --train-images N --val-images M --test-images K \\
-        --seed S --workers W
+        --seed S --workers W [--figure-types vbar_categorical] [--max-elements 3] \\
+        [--templates 0,1] [--colors-per-set 4]
 """
 
 from __future__ import annotations
@@ -14,14 +15,26 @@ import json
 import os
 import sys
 
+from chartjax import quiet
+
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _run_figureqa(args: argparse.Namespace) -> int:
-    from chartjax.synth.figureqa import generate
+def _csv(text: str | None, kind=str) -> tuple | None:
+    return None if text is None else tuple(kind(x) for x in text.split(",") if x.strip())
 
+
+def _run_figureqa(args: argparse.Namespace) -> int:
+    from chartjax.synth.figureqa import FIGURE_TYPES, Options, generate
+
+    options = Options(
+        figure_types=_csv(args.figure_types) or FIGURE_TYPES,
+        max_elements=args.max_elements,
+        templates=_csv(args.templates, int),
+        colors_per_set=args.colors_per_set,
+    )
     summaries = generate(
         args.out,
         train_images=args.train_images,
@@ -31,6 +44,7 @@ def _run_figureqa(args: argparse.Namespace) -> int:
         workers=args.workers,
         overwrite=args.overwrite,
         log=_log,
+        options=options,
     )
     print(json.dumps({"out": os.path.abspath(args.out), "splits": summaries}, indent=1))
     return 0
@@ -53,6 +67,13 @@ def _add_figureqa(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="rendering processes")
     p.add_argument("--overwrite", action="store_true", help="replace existing split folders")
+    # Quick learning checks; each departs from the release, which is unchanged without them.
+    p.add_argument("--figure-types", help="comma-separated figure types (default all five)")
+    p.add_argument("--max-elements", type=int, help="at most this many bars/slices/curves (>= 2)")
+    p.add_argument("--templates", help="comma-separated question ids 0-14 to keep (default all)")
+    p.add_argument(
+        "--colors-per-set", type=int, help="shrink each colour set to N hue-spread colours"
+    )
     p.set_defaults(func=_run_figureqa)
 
 
@@ -71,6 +92,7 @@ def _add_chart_info(subparsers) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chartjax-synth", description=__doc__.split("\n")[0])
+    quiet.add_flag(parser)
     subparsers = parser.add_subparsers(dest="corpus", required=True)
     _add_figureqa(subparsers)
     _add_chart_info(subparsers)
@@ -78,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(quiet.setup(argv))
     try:
         return args.func(args)
     except (ValueError, FileExistsError) as e:

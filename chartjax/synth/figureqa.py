@@ -12,6 +12,10 @@ Determinism: image i of split s draws everything from numpy's SeedSequence([seed
 figure types are a seeded balanced permutation per split, and yes/no balancing runs after all
 images of a split, in image order, with the split's own generator. So PNG and JSON bytes depend
 only on the seed, never on the number of worker processes.
+
+`Options` (`--figure-types`, `--max-elements`, `--templates`, `--colors-per-set`) narrow the
+corpus for quick learning checks (one figure type, 2-3 elements, a template or two, a handful of
+colours); they depart from the release, and without them the output is unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from chartjax.synth.figureqa_data import FIGURE_TYPES, color_set, sample_source_data, scheme_set
+from chartjax.synth.figureqa_data import (
+    CATEGORICAL_TYPES,
+    FIGURE_TYPES,
+    color_set,
+    element_range,
+    palette_subset,
+    sample_source_data,
+    scheme_set,
+)
 from chartjax.synth.figureqa_questions import (
     NUM_TEMPLATES,
     balance,
@@ -46,6 +58,53 @@ SPLIT_IDS = {
 }
 ANSWERS_DIR = "testset_with_answers"  # the official internal name for the test answer keys
 NUM_COLORS = 100
+CATEGORICAL_TEMPLATES = frozenset(range(6))  # Table 2: 0-5 bar and pie, 6-14 line and dot-line
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Departures from the release for quick learning checks; the defaults are the release.
+
+    figure_types: the types drawn (balanced among themselves); max_elements: caps bars, slices
+    and curves per figure (>= 2); templates: the question ids kept (others are dropped before
+    yes/no balancing); colors_per_set: each colour set shrinks to this many colours, spread over
+    the hue circle (figureqa_data.palette_subset).
+    """
+
+    figure_types: tuple[str, ...] = FIGURE_TYPES
+    max_elements: int | None = None
+    templates: tuple[int, ...] | None = None
+    colors_per_set: int | None = None
+
+    def check(self) -> None:
+        """Raises ValueError, naming the option, for a corpus these options cannot make."""
+        if not self.figure_types or any(t not in FIGURE_TYPES for t in self.figure_types):
+            raise ValueError(f"figure_types must be among {FIGURE_TYPES}, got {self.figure_types}")
+        if self.max_elements is not None and self.max_elements < 2:
+            raise ValueError(f"max_elements must be >= 2, got {self.max_elements}")
+        if self.templates is not None:
+            if not self.templates or any(not 0 <= q < NUM_TEMPLATES for q in self.templates):
+                raise ValueError(
+                    f"templates must be ids in [0, {NUM_TEMPLATES}), got {self.templates}"
+                )
+            for t in self.figure_types:
+                applicable = (
+                    CATEGORICAL_TEMPLATES
+                    if t in CATEGORICAL_TYPES
+                    else (set(range(NUM_TEMPLATES)) - CATEGORICAL_TEMPLATES)
+                )
+                if not applicable & set(self.templates):
+                    raise ValueError(f"none of templates {self.templates} applies to {t}")
+        if self.colors_per_set is not None:
+            most = max(
+                min(element_range(t)[1] - 1, self.max_elements or NUM_COLORS)
+                for t in self.figure_types
+            )
+            if not most <= self.colors_per_set <= NUM_COLORS // 2:
+                raise ValueError(
+                    f"colors_per_set must be in [{most}, {NUM_COLORS // 2}] (the most elements "
+                    f"a figure can have), got {self.colors_per_set}"
+                )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +134,11 @@ def split_specs(train_images: int, val_images: int, test_images: int) -> list[Sp
     return [s for s in specs if s.num_images > 0]
 
 
-def figure_types(seed: int, spec: SplitSpec) -> list[str]:
+def figure_types(seed: int, spec: SplitSpec, types: tuple[str, ...] = FIGURE_TYPES) -> list[str]:
     """Balanced figure types (counts differ by at most one) in a seeded order."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, spec.split_id]).spawn(2)[0])
-    base = np.arange(spec.num_images) % len(FIGURE_TYPES)
-    return [FIGURE_TYPES[i] for i in rng.permutation(base)]
+    base = np.arange(spec.num_images) % len(types)
+    return [types[i] for i in rng.permutation(base)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +149,7 @@ class ImageJob:
     index: int
     figure_type: str
     png_path: str
+    options: Options = Options()
 
 
 def make_image(job: ImageJob) -> tuple[str, list[tuple[int, int, int, int]]]:
@@ -99,10 +159,15 @@ def make_image(job: ImageJob) -> tuple[str, list[tuple[int, int, int, int]]]:
     from chartjax.synth.figureqa_style import sample_style
 
     rng = np.random.default_rng(np.random.SeedSequence([job.seed, SPLIT_IDS[job.split], job.index]))
-    palette = color_set(scheme_set(job.figure_type, job.scheme))
-    data = sample_source_data(rng, job.figure_type, palette)
+    opts = job.options
+    palette = palette_subset(
+        color_set(scheme_set(job.figure_type, job.scheme)), opts.colors_per_set
+    )
+    data = sample_source_data(rng, job.figure_type, palette, opts.max_elements)
     style = sample_style(rng, data)
     candidates = to_color_ids(candidate_questions(rng, data), data)
+    if opts.templates is not None:  # after every draw: the kept questions are the release's
+        candidates = [c for c in candidates if c[0] in opts.templates]
     png, models, info = render(data, style)
     with open(job.png_path, "wb") as f:
         f.write(png)
@@ -149,7 +214,13 @@ def _results(jobs: list[ImageJob], workers: int) -> Iterator[tuple[str, list]]:
 
 
 def generate_split(
-    out_dir: Path, spec: SplitSpec, seed: int, workers: int, overwrite: bool, log=None
+    out_dir: Path,
+    spec: SplitSpec,
+    seed: int,
+    workers: int,
+    overwrite: bool,
+    log=None,
+    options: Options = Options(),
 ) -> dict:
     split_dir = out_dir / spec.name
     _prepare_dir(split_dir, overwrite)
@@ -159,9 +230,11 @@ def generate_split(
         _prepare_dir(answers_dir, overwrite)
     annotations_path = (split_dir if spec.public_answers else answers_dir) / "annotations.json"
 
-    types = figure_types(seed, spec)
+    types = figure_types(seed, spec, options.figure_types)
     jobs = [
-        ImageJob(seed, spec.name, spec.scheme, i, types[i], str(split_dir / "png" / f"{i}.png"))
+        ImageJob(
+            seed, spec.name, spec.scheme, i, types[i], str(split_dir / "png" / f"{i}.png"), options
+        )
         for i in range(spec.num_images)
     ]
     rows: list[tuple[int, int, int, int, int]] = []
@@ -202,10 +275,12 @@ def generate(
     workers: int = 1,
     overwrite: bool = False,
     log=None,
+    options: Options = Options(),
 ) -> list[dict]:
     """Write the requested splits under `out_dir`; returns one summary dict per split."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    options.check()  # before any folder or worker
     specs = split_specs(train_images, val_images, test_images)
     if not specs:
         raise ValueError("no images requested (train, validation and test sizes are all 0)")
@@ -213,7 +288,7 @@ def generate(
     out.mkdir(parents=True, exist_ok=True)
     summaries = []
     for spec in specs:
-        summary = generate_split(out, spec, seed, workers, overwrite, log)
+        summary = generate_split(out, spec, seed, workers, overwrite, log, options)
         if log:
             log(json.dumps(summary))
         summaries.append(summary)

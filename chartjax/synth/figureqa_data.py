@@ -182,18 +182,45 @@ def _curve(rng: np.random.Generator, x: np.ndarray, lo: float, hi: float) -> tup
     return y.tolist(), shape
 
 
+def palette_subset(palette: tuple[Color, ...], size: int | None) -> tuple[Color, ...]:
+    """`size` colours spread evenly over a hue-sorted colour set (all of it for None), so a
+    small palette still holds distinct hues (for quick learning checks)."""
+    if size is None:
+        return palette
+    if not 1 <= size <= len(palette):
+        raise ValueError(f"colours per set must be in [1, {len(palette)}], got {size}")
+    return tuple(palette[(k * len(palette)) // size] for k in range(size))
+
+
+def element_range(figure_type: str) -> tuple[int, int]:
+    """Table 1's element count of a figure type as [lo, hi) (bars 2-10, pie/curves 2-7)."""
+    if figure_type in ("vbar_categorical", "hbar_categorical"):
+        return 2, 11
+    if figure_type in ("pie", *CONTINUOUS_TYPES):
+        return 2, 8
+    raise ValueError(f"unknown figure type {figure_type!r}")
+
+
 def sample_source_data(
-    rng: np.random.Generator, figure_type: str, palette: tuple[Color, ...]
+    rng: np.random.Generator,
+    figure_type: str,
+    palette: tuple[Color, ...],
+    max_elements: int | None = None,
 ) -> SourceData:
     """Draw one figure's data. Element and point counts are drawn once (uniform, Table 1);
     only the values are resampled until `is_unambiguous` holds, so rejecting ties does not
-    skew the counts."""
-    if figure_type in ("vbar_categorical", "hbar_categorical"):
-        count = int(rng.integers(2, 11))
-    elif figure_type in ("pie", *CONTINUOUS_TYPES):
-        count = int(rng.integers(2, 8))
-    else:
-        raise ValueError(f"unknown figure type {figure_type!r}")
+    skew the counts. `max_elements` (>= 2) caps the element count, drawn uniformly from
+    [2, max_elements] then; None keeps Table 1's range and the release's draws."""
+    lo, hi = element_range(figure_type)
+    if max_elements is not None:
+        if max_elements < lo:
+            raise ValueError(f"max_elements must be >= {lo}, got {max_elements}")
+        hi = min(hi, max_elements + 1)
+    count = int(rng.integers(lo, hi))
+    if count > len(palette):
+        raise ValueError(
+            f"{figure_type} with {count} elements needs more than {len(palette)} colours"
+        )
     n_points = int(rng.integers(5, 21))
     x = np.linspace(0.0, 100.0, n_points)
     for _ in range(MAX_RESAMPLES):
