@@ -115,7 +115,10 @@ def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict
         return cols
     parts = os.path.join(out_dir, ".parts", f"{split}_{step}")
     os.makedirs(parts, exist_ok=True)
-    np.savez(os.path.join(parts, f"{jax.process_index():05d}.npz"), **cols)
+    # tf.data hands strings over as object arrays of bytes; .npz keeps them without pickle only
+    # as fixed-width bytes.
+    plain = {k: v.astype(bytes) if v.dtype == object else v for k, v in cols.items()}
+    np.savez(os.path.join(parts, f"{jax.process_index():05d}.npz"), **plain)
     multihost_utils.sync_global_devices(f"eval parts {split} {step}")
     if jax.process_index() != 0:
         return {}
