@@ -4,7 +4,9 @@ turned into examples `(id, prompt, image, target)` with the task's prompt.
 The task (an InferenceSpec of chartjax/tasks/catalog.py) says which prompt it uses by default,
 its named prompts, and where a TFDS split keeps the reference. `--header` replaces the prompt of
 every example by its literal text; `--template` (a Python format string over the input fields,
-or a named prompt of any task) replaces the task's default prompt.
+or a named prompt of any task) replaces the task's default prompt. Encoder classifiers also read
+`--pair_template` (the second text of a text pair) and `--table_field` (the field holding a
+table: linearized text, or `{"header", "rows"}`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Example:
     image_path: str | None = None
     image_bytes: bytes | None = None
     target: str | None = None
+    pair: str | None = None  # the second text of a classifier's text pair
+    table: object = None  # a classifier's table (linearized text or {"header", "rows"})
 
 
 # ------------------------------------------------------------------------ prompts -----------
@@ -146,8 +150,38 @@ def from_images(
     return gen(), len(files)
 
 
+@dataclasses.dataclass(frozen=True)
+class Extra:
+    """The classifier inputs beside the prompt: a pair template and a table field."""
+
+    pair_template: str | None = None
+    table_field: str | None = None
+
+    def fields(self) -> list[str]:
+        need = template_fields(self.pair_template) if self.pair_template else []
+        return need + ([self.table_field] if self.table_field else [])
+
+    def of(self, fields: dict, where: str, aliases=None) -> dict:
+        out = {}
+        if self.pair_template:
+            out["pair"] = render_prompt(self.pair_template, fields, where, aliases)
+        if self.table_field:
+            if self.table_field not in fields:
+                raise InputError(
+                    f"{where}: no table field {self.table_field!r} (fields: {sorted(fields)})"
+                )
+            table = fields[self.table_field]
+            out["table"] = table if isinstance(table, dict) else field_text(table)
+        return out
+
+
 def from_jsonl(
-    path: str, spec: InferenceSpec, template: str, header: str | None, target_field: str | None
+    path: str,
+    spec: InferenceSpec,
+    template: str,
+    header: str | None,
+    target_field: str | None,
+    extra: Extra = Extra(),
 ) -> tuple[Iterator[Example], int]:
     """Rows `{"id", "image"?, <fields>}`; a relative `image` path is relative to the file."""
     if not os.path.isfile(path):
@@ -184,7 +218,14 @@ def from_jsonl(
         elif "target" in row:
             target = field_text(row["target"])
         examples.append(
-            Example(id=id_, prompt=prompt, source=image or where, image_path=image, target=target)
+            Example(
+                id=id_,
+                prompt=prompt,
+                source=image or where,
+                image_path=image,
+                target=target,
+                **extra.of(row, where, spec.field_aliases),
+            )
         )
     return iter(examples), len(examples)
 
@@ -218,6 +259,7 @@ def from_tfds(
     template: str,
     header: str | None,
     target_field: str | None,
+    extra: Extra = Extra(),
 ) -> tuple[Iterator[Example], int | None]:
     name, split = parse_tfds_spec(tfds_spec)
     image_key = "image" if spec.modality == "image" else None
@@ -227,6 +269,7 @@ def from_tfds(
         raise InputError(f"{source.builder_dir}: no 'image' feature for image task {spec.name!r}")
     aliases = spec.field_aliases
     need = [] if header is not None else template_fields(template)
+    need = list(dict.fromkeys(need + extra.fields()))
     missing = [k for k in need if k not in keys and not any(a in keys for a in aliases.get(k, ()))]
     if missing:
         raise InputError(
@@ -256,7 +299,8 @@ def from_tfds(
                 target = spec.target_text(value, label_names)
             else:
                 target = label_names[value] if label_names else field_text(value)
-        return [{"id": id_, "prompt": prompt, "target": target, "meta": {"has_target": has_target}}]
+        meta = {"has_target": has_target, **extra.of(fields, f"{name}:{split} {id_}", aliases)}
+        return [{"id": id_, "prompt": prompt, "target": target, "meta": meta}]
 
     source.expand = expand
     source.field_keys = sorted(
@@ -276,6 +320,8 @@ def from_tfds(
                 source=f"{tfds_spec} {rec['id']}",
                 image_bytes=rec.get("image_bytes"),
                 target=rec["target"] if rec["meta"]["has_target"] else None,
+                pair=rec["meta"].get("pair"),
+                table=rec["meta"].get("table"),
             )
 
     return gen(), total
@@ -289,11 +335,32 @@ def open_inputs(args, spec: InferenceSpec, templates: dict) -> tuple[Iterator[Ex
     template = resolve_template(spec, args.template, templates) if args.header is None else ""
     if spec.modality == "text" and args.images:
         raise InputError(f"--task {spec.name} reads text fields: use --inputs JSONL or --tfds")
+    extra = Extra(
+        pair_template=_pair_template(getattr(args, "pair_template", None), templates),
+        table_field=getattr(args, "table_field", None),
+    )
+    if (extra.pair_template or extra.table_field) and spec.output != "labels":
+        raise InputError(
+            f"--pair_template / --table_field are for --task classify, not {spec.name}"
+        )
     if args.images:
         return from_images(args.images, spec, template, args.header)
     if args.inputs:
-        return from_jsonl(args.inputs, spec, template, args.header, args.target_field)
-    return from_tfds(args.tfds, args.data_dir, spec, template, args.header, args.target_field)
+        return from_jsonl(args.inputs, spec, template, args.header, args.target_field, extra)
+    return from_tfds(
+        args.tfds, args.data_dir, spec, template, args.header, args.target_field, extra
+    )
+
+
+def _pair_template(template: str | None, templates: dict) -> str | None:
+    if template is None:
+        return None
+    t = templates.get(template, template)
+    try:
+        template_fields(t)
+    except ValueError as e:
+        raise InputError(f"--pair_template {template!r}: not a valid format string ({e})") from None
+    return t
 
 
 def read_image_bytes(ex: Example) -> bytes:

@@ -22,6 +22,27 @@ FORMATS = ("random", "t5x", "hf", "chartjax")
 
 def load_params(fmt: str, path: str, model_fn) -> dict:
     """Parameters of `path` as a pure dict shaped like `model_fn`'s model (host arrays)."""
+    return load_weights(fmt, path, model_fn)[0]
+
+
+def load_weights(fmt: str, path: str, model_fn) -> tuple[dict, dict]:
+    """(parameters, buffers) of `path` as pure dicts shaped like `model_fn`'s model. Buffers
+    are the weights a model loads but does not train (BART's final_logits_bias, kept in the
+    train state's `model_state`); only HF checkpoints carry any, else `{}`."""
+    if fmt == "hf":
+        if not path or not os.path.exists(path):
+            raise FileNotFoundError(f"init checkpoint ({fmt}) not found: {path!r}")
+        from chartjax.interop import chartjax_ckpt, hf
+
+        model, _ = hf.load(path)
+        return (
+            nnx.to_pure_dict(nnx.state(model, nnx.Param)),
+            nnx.to_pure_dict(nnx.state(model, chartjax_ckpt.BUFFERS)),
+        )
+    return _load_params(fmt, path, model_fn), {}
+
+
+def _load_params(fmt: str, path: str, model_fn) -> dict:
     if fmt not in FORMATS:
         raise ValueError(f"unknown init format {fmt!r}; choose from {FORMATS}")
     if not path or not os.path.exists(path):
@@ -67,7 +88,17 @@ def apply(state: dict, params: dict, tx, shardings: dict) -> dict:
 
 
 def pretrained_state(fmt: str, path: str, model_fn, spec, init_fn, tx) -> dict:
-    """A fresh train state (`init_fn`) around the checked parameters of checkpoint `path`."""
-    params = load_params(fmt, path, model_fn)
+    """A fresh train state (`init_fn`) around the checked parameters (and buffers) of
+    checkpoint `path`."""
+    params, buffers = load_weights(fmt, path, model_fn)
     check_shapes(params, spec.abstract["params"], path)
-    return apply(init_fn(), params, tx, spec.shardings)
+    state = apply(init_fn(), params, tx, spec.shardings)
+    if jax.tree.leaves(buffers):
+        check_shapes(buffers, spec.abstract["model_state"], path)
+        state["model_state"] = jax.device_put(
+            jax.tree.map(
+                lambda x, a: jax.numpy.asarray(x, a.dtype), buffers, spec.abstract["model_state"]
+            ),
+            spec.shardings["model_state"],
+        )
+    return state

@@ -23,11 +23,13 @@ def run_steps(
     batch_size=16,
     optimizer=("adam", 1e-2),
     same_batch=False,
+    **optimizer_kwargs,
 ):
-    """-> (losses, params, model_state, state spec) after `steps` jitted train steps."""
+    """-> (losses, params, model_state, state spec) after `steps` jitted train steps;
+    `optimizer_kwargs` go to optim.make_optimizer (e.g. accumulate_steps)."""
     mesh = mesh_lib.make_mesh(shape, devices=devices)
     rules = mesh_lib.axis_rules(preset)
-    tx, sched = optim.make_optimizer(optimizer[0], lr=optimizer[1])
+    tx, sched = optim.make_optimizer(optimizer[0], lr=optimizer[1], **optimizer_kwargs)
     spec, init = state_lib.create(model_fn, tx, mesh, rules, seed=3)
     step = jax.jit(
         train_lib.make_train_step(spec.model_def, task, tx, sched),

@@ -93,8 +93,8 @@ def test_cosine_needs_more_total_steps_than_warmup_steps():
 
 
 def test_unknown_schedule_kind_is_an_error():
-    with pytest.raises(ValueError, match="unknown schedule kind 'linear'"):
-        _sched(kind="linear")
+    with pytest.raises(ValueError, match="unknown schedule kind 'exponential'"):
+        _sched(kind="exponential")
 
 
 # ---------------------------------------------------------------- optimizers ------------
@@ -299,3 +299,46 @@ def test_gin_bindings_reach_make_optimizer_and_its_default_schedule(clean_gin):
     # sgd at step 0 of the warmup: learning rate 0, whatever the (clipped) gradient.
     assert norm > 1.0
     _assert_trees_equal(updates, jax.tree.map(jnp.zeros_like, grads), atol=0)
+
+
+# ------------------------------------------------------------------ HF Trainer's AdamW (issue 16)
+
+
+def test_linear_decays_from_the_peak_to_end_value_after_the_warmup():
+    s = optim.schedule(peak=1e-3, kind="linear", warmup_steps=10, total_steps=110)
+    assert float(s(5)) == pytest.approx(5e-4)
+    assert float(s(10)) == pytest.approx(1e-3)
+    assert float(s(60)) == pytest.approx(5e-4)
+    assert float(s(110)) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="must exceed"):
+        optim.schedule(kind="linear", warmup_steps=5, total_steps=5)
+
+
+def test_decay_exclude_skips_biases_and_norms():
+    params = {
+        "dense": {"kernel": jnp.ones((2,)), "bias": jnp.ones((2,))},
+        "layer_norm": {"scale": jnp.ones((2,)), "bias": jnp.ones((2,))},
+    }
+    tx, _ = optim.make_optimizer("adamw", lr=0.1, weight_decay=0.5, decay_exclude=("bias", "norm"))
+    zero = jax.tree.map(jnp.zeros_like, params)
+    updates, _ = tx.update(zero, tx.init(params), params)
+    assert float(updates["dense"]["kernel"][0]) == pytest.approx(-0.1 * 0.5)
+    for leaf in (updates["dense"]["bias"], *updates["layer_norm"].values()):
+        assert float(leaf[0]) == 0.0
+
+
+def test_accumulate_steps_averages_k_gradients_into_one_update():
+    params = {"w": jnp.asarray([1.0, 2.0])}
+    g1, g2 = {"w": jnp.asarray([1.0, -3.0])}, {"w": jnp.asarray([3.0, 1.0])}
+    sched = optim.schedule(peak=0.1, kind="linear", warmup_steps=0, total_steps=10)
+    tx, logged = optim.make_optimizer("sgd", lr=sched, accumulate_steps=2)
+    state = tx.init(params)
+    u1, state = tx.update(g1, state, params)
+    assert float(jnp.abs(u1["w"]).max()) == 0.0  # still accumulating
+    u2, state = tx.update(g2, state, params)
+    # One SGD update on the mean gradient [2, -1], at the schedule's update 0.
+    np.testing.assert_allclose(u2["w"], [-0.2, 0.1], rtol=1e-6)
+    # The logged rate is the update's: loop steps 2 and 3 are update 1.
+    assert float(logged(3)) == pytest.approx(float(sched(1)))
+    with pytest.raises(ValueError, match="accumulate_steps"):
+        optim.make_optimizer("sgd", lr=0.1, accumulate_steps=0)

@@ -7,10 +7,17 @@
 Formats:
   t5x       a `checkpoint_<step>` directory (msgpack `checkpoint` + zarr arrays); the model config
             is inferred from the shapes (chartjax.interop.t5x.infer_config).
-  hf        a HuggingFace directory (`config.json` + `model.safetensors` or `pytorch_model.bin`).
+  hf        a HuggingFace directory (`config.json` + `model.safetensors` or `pytorch_model.bin`)
+            of T5, Pix2Struct, DeBERTa-v2/v3 (`DebertaV2ForSequenceClassification`), TAPAS
+            (`TapasForSequenceClassification`) or BART (`BartForConditionalGeneration`), the family
+            and size read from config.json (an unsupported field is refused, naming it).
   chartjax  an Orbax params checkpoint: OUT/config.json (family + model config) and OUT/params/
             (layout in chartjax/interop/chartjax_ckpt.py); as input also a train run's step
             folder `<workdir>/checkpoints/<step>` (model rebuilt from `<workdir>/config.gin`).
+
+A classifier's label names (`id2label`) and the checkpoint's tokenizer files (spm.model,
+vocab.txt, tokenizer.json, vocab.json + merges.txt, ...) travel with it between hf and chartjax
+directories, so `chartjax-infer` can read the output alone.
 
 Prints one JSON line: source, destination, family, parameter count and seconds.
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -51,6 +59,16 @@ def load_any(fmt: str, path: str):
     return load_chartjax(path)[0], 0
 
 
+def _labels_and_tokenizer(fmt: str, path: str) -> tuple[tuple[str, ...] | None, list[str]]:
+    """A classifier's label names and the tokenizer files of the input checkpoint."""
+    from chartjax.interop import formats
+
+    if fmt == "t5x":
+        return None, []
+    loc = formats.locate(path, fmt)
+    return formats.read_labels(loc), formats.tokenizer_files(formats.tokenizer_dir(loc) or "")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--from", dest="src", choices=FORMATS, required=True)
@@ -80,8 +98,16 @@ def main(argv=None) -> None:
     t0 = time.time()
     try:
         model, step = load_any(a.src, a.input)
+        labels, tokenizer = _labels_and_tokenizer(a.src, a.input)
     except (FileNotFoundError, ValueError) as e:
         print(f"chartjax-convert: {e}", file=sys.stderr)
+        sys.exit(1)
+    if a.dst == "t5x" and type(model).__name__ not in ("T5Transformer", "Pix2Struct"):
+        print(
+            f"chartjax-convert: T5X checkpoints hold T5 / Pix2Struct models, not "
+            f"{type(model).__name__}",
+            file=sys.stderr,
+        )
         sys.exit(1)
     if a.dst == "t5x":
         from chartjax.interop import t5x
@@ -96,9 +122,12 @@ def main(argv=None) -> None:
     elif a.dst == "hf":
         from chartjax.interop import hf
 
-        hf.save(model, a.output, safe_serialization=not a.pytorch_bin)
+        hf.save(model, a.output, safe_serialization=not a.pytorch_bin, labels=labels)
     else:
-        save_chartjax(model, a.output)
+        save_chartjax(model, a.output, labels=labels)
+    if a.dst != "t5x":
+        for f in tokenizer:
+            shutil.copy(f, os.path.join(a.output, os.path.basename(f)))
     import jax
     from flax import nnx
 

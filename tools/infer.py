@@ -17,16 +17,25 @@ Outputs in `--out`:
                      JSONL row). An id's "/" makes subfolders; characters outside [A-Za-z0-9._-]
                      in each part become "_" (a clash gets a "~N" suffix); `table_file` gives
                      each row's path.
+  classify rows: "prediction" is the checkpoint's id2label name of the highest logit and
+                     "scores" the logits (one per label, in id order), e.g.
+      chartjax-infer --task classify --checkpoint ~/ckpt/deberta_nli --inputs claims.jsonl \
+          --template "{claim}" --pair_template "{table}" --max_input_len 1024 --out out/nli
+      chartjax-infer --task classify --checkpoint ~/ckpt/tapas_tabfact --inputs claims.jsonl \
+          --template "{claim}" --table_field table --out out/tapas
 stdout: one JSON summary line (examples, skipped, truncated inputs, seconds, examples/s).
 
 Decoding is KV-cached greedy (`--beam_size 1`) or beam search (the best beam), batched; the last
 batch is padded to `--batch_size` so decoding compiles once. While the accelerator decodes one
 batch the host prepares the next (JAX dispatch is asynchronous).
 
-Errors stop the run with a message naming the file: an unreadable image (unless `--skip_bad`,
-which reports each skipped input on stderr and counts them), a missing vocabulary, an unknown
-checkpoint format, or a checkpoint whose family does not fit the task (a T5 for an image task, a
-Pix2Struct-family model for `text`).
+The model's family and size are read from the checkpoint (config.json for HF: T5, Pix2Struct,
+BART with `--task text`, DeBERTa / TAPAS with `--task classify`); no gin file is needed.
+
+Errors stop the run with a message naming the file: an unreadable image or an input a
+classifier cannot encode (unless `--skip_bad`, which reports each skipped input on stderr and
+counts them), a missing vocabulary, an unknown checkpoint format, or a checkpoint whose family
+does not fit the task (a T5 for an image task, a Pix2Struct-family model for `text`).
 """
 
 from __future__ import annotations
@@ -51,7 +60,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--task", required=True, choices=sorted(catalog.INFERENCE))
     p.add_argument("--checkpoint", required=True, help="T5X, HF or chartjax checkpoint directory")
     p.add_argument("--format", default="auto", choices=["auto", "t5x", "hf", "chartjax"])
-    p.add_argument("--vocab", required=True, help="SentencePiece model (sentencepiece.model)")
+    p.add_argument(
+        "--vocab",
+        help="SentencePiece model (sentencepiece.model), or a directory of tokenizer files "
+        "(BART's tokenizer.json / vocab.json + merges.txt, DeBERTa's spm.model, TAPAS's "
+        "vocab.txt); default: the checkpoint's own tokenizer files",
+    )
     p.add_argument("--images", nargs="+", help="image files and/or folders")
     p.add_argument("--inputs", help='JSONL: {"id", "image"?, <named fields>} per line')
     p.add_argument("--tfds", help="NAME[/CONFIG]:SPLIT of a built TFDS dataset")
@@ -61,6 +75,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--template",
         help="prompt: a format string over the input fields, or one "
         f"of {sorted(catalog.templates())}",
+    )
+    p.add_argument(
+        "--pair_template",
+        help="classify: the second text of a DeBERTa text pair (a format string over the fields)",
+    )
+    p.add_argument(
+        "--table_field",
+        help="classify: the field holding a TAPAS table (linearized text or {header, rows})",
     )
     p.add_argument("--target_field", help="field/feature holding the reference (optional)")
     p.add_argument(
@@ -90,14 +112,20 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="TrueType font for headers (the originals used Arial; default DejaVu Sans)",
     )
     p.add_argument("--max_patches", type=int, default=2048)
-    p.add_argument("--max_input_len", type=int, default=512, help="text task input tokens")
+    p.add_argument(
+        "--max_input_len", type=int, default=512, help="input tokens of text and classify tasks"
+    )
     p.add_argument(
         "--dtype",
         default="auto",
         choices=["auto", "float32", "bfloat16"],
         help="activation dtype; auto = bfloat16 on GPU/TPU, float32 on CPU",
     )
-    p.add_argument("--skip_bad", action="store_true", help="skip (and count) unreadable images")
+    p.add_argument(
+        "--skip_bad",
+        action="store_true",
+        help="skip (and count) unreadable images and inputs a classifier cannot encode",
+    )
     quiet.add_flag(p)
     a = p.parse_args(argv)
     for name in (

@@ -104,3 +104,29 @@ class Vocabulary:
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         return [self.decode(row) for row in batch]
+
+
+# SentencePiece files a checkpoint directory may hold (T5X/pix2struct release, HF T5).
+SENTENCEPIECE_FILES = ("sentencepiece.model", "spiece.model", "spm.model")
+
+
+def open_vocabulary(path: str):
+    """The seq2seq vocabulary at `path`: a SentencePiece `.model` file (T5 / Pix2Struct
+    conventions, `Vocabulary`), or BART's byte-level BPE (`tokenizer.json`, or `vocab.json` +
+    `merges.txt`; chartjax/data/bpe.py). A directory is searched for either (a HF checkpoint
+    directory carries its tokenizer files)."""
+    from chartjax.data import bpe
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"vocabulary file not found: {path}")
+    if bpe.is_bpe(path):
+        return bpe.BpeVocabulary(path)
+    if os.path.isdir(path):
+        for name in SENTENCEPIECE_FILES:
+            if os.path.isfile(os.path.join(path, name)):
+                return Vocabulary(os.path.join(path, name))
+        raise FileNotFoundError(
+            f"{path}: no vocabulary files (looked for {', '.join(SENTENCEPIECE_FILES)}, "
+            f"{bpe.TOKENIZER_JSON}, {bpe.VOCAB_JSON} + {bpe.MERGES_TXT})"
+        )
+    return Vocabulary(path)

@@ -1,9 +1,11 @@
 """chartjax's own checkpoints: self-describing params checkpoints, and train-run step folders.
 
 Params checkpoint (written by `chartjax-convert --to chartjax`, read by infer and init):
-    DIR/config.json  {"family": "pix2struct" | "t5", "config": {<config dataclass>}}
-    DIR/params/      Orbax StandardSave of the pure parameter dict
-                     (`nnx.to_pure_dict(nnx.state(model, nnx.Param))`, float32)
+    DIR/config.json  {"family": "pix2struct" | "t5" | "deberta" | "tapas" | "bart",
+                      "config": {<config dataclass>}, "labels": [<id2label names>] (classifiers)}
+    DIR/params/      Orbax StandardSave of the pure dict of the model's weights, float32:
+                     its parameters and its untrained buffers (BART's final_logits_bias), i.e.
+                     `nnx.to_pure_dict(nnx.state(model, WEIGHTS))`
 
 Train-run step folder (`<workdir>/checkpoints/<step>` or `<workdir>/best/<step>`, written and
 read by chartjax/checkpoint.py): the whole train state, without a model config. The model config
@@ -22,23 +24,33 @@ from flax import nnx
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
 
 CONFIG_FILE = "config.json"
+# Every variable but the RNG streams: parameters and buffers (`nnx.Param` alone for T5 and
+# Pix2Struct, whose checkpoints are therefore as before).
+WEIGHTS = nnx.Not(nnx.RngState)
+BUFFERS = nnx.All(nnx.Not(nnx.Param), nnx.Not(nnx.RngState))
 PARAMS_DIR = "params"
 RUN_CONFIG = "config.gin"
 
 
 def _families():
+    from chartjax.models import bart, deberta, tapas
     from chartjax.models import pix2struct as p2s_lib
     from chartjax.models import t5 as t5_lib
 
-    return {"pix2struct": (Pix2StructConfig, p2s_lib.build), "t5": (T5Config, t5_lib.build)}
+    return {
+        "pix2struct": (Pix2StructConfig, p2s_lib.build),
+        "t5": (T5Config, t5_lib.build),
+        "deberta": (deberta.DebertaConfig, deberta.build),
+        "tapas": (tapas.TapasConfig, tapas.build),
+        "bart": (bart.BartConfig, bart.build),
+    }
 
 
 def family_of(cfg) -> str:
-    if isinstance(cfg, Pix2StructConfig):
-        return "pix2struct"
-    if isinstance(cfg, T5Config):
-        return "t5"
-    raise TypeError(f"not a T5 or Pix2Struct config: {type(cfg).__name__}")
+    for name, (cls, _) in _families().items():
+        if isinstance(cfg, cls):
+            return name
+    raise TypeError(f"not a chartjax model config: {type(cfg).__name__}")
 
 
 def build_abstract(cfg, seed: int = 0):
@@ -59,17 +71,19 @@ def is_run_checkpoint(path: str) -> bool:
     return name.isdigit() and os.path.isdir(os.path.join(path, "state"))
 
 
-def save(model, path: str) -> None:
-    """Write `model` as a chartjax params checkpoint (layout in the module docstring)."""
+def save(model, path: str, *, labels=None) -> None:
+    """Write `model` as a chartjax params checkpoint (layout in the module docstring);
+    `labels`: a classifier's label names (HF `id2label`), kept for inference and HF output."""
     import orbax.checkpoint as ocp
 
     path = os.path.abspath(path)
     os.makedirs(path, exist_ok=True)
+    meta = {"family": family_of(model.cfg), "config": dataclasses.asdict(model.cfg)}
+    if labels is not None:
+        meta["labels"] = [str(n) for n in labels]
     with open(os.path.join(path, CONFIG_FILE), "w") as f:
-        json.dump(
-            {"family": family_of(model.cfg), "config": dataclasses.asdict(model.cfg)}, f, indent=2
-        )
-    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+        json.dump(meta, f, indent=2)
+    params = nnx.to_pure_dict(nnx.state(model, WEIGHTS))
     with ocp.StandardCheckpointer() as ckptr:
         ckptr.save(os.path.join(path, PARAMS_DIR), params)
 
@@ -96,6 +110,13 @@ def read_config(path: str):
         return cls(**meta["config"])
     except (TypeError, KeyError) as e:
         raise ValueError(f"{cfg_file}: bad config ({e})") from None
+
+
+def read_labels(path: str) -> tuple[str, ...] | None:
+    """The label names a params checkpoint keeps (None if it has none)."""
+    with open(os.path.join(os.path.abspath(path), CONFIG_FILE)) as f:
+        labels = json.load(f).get("labels")
+    return tuple(labels) if labels else None
 
 
 def _target(like: dict) -> dict:
@@ -152,13 +173,13 @@ def check_shapes(params: dict, abstract: dict, where: str) -> None:
         )
 
 
-def _fill(model, restored: dict, seed: int, where: str):
+def _fill(model, restored: dict, seed: int, where: str, which=WEIGHTS):
     from chartjax.interop import t5x
 
-    params = nnx.state(model, nnx.Param)
-    check_shapes(restored, nnx.to_pure_dict(params), where)
-    nnx.replace_by_pure_dict(params, restored)
-    nnx.update(model, params)
+    weights = nnx.state(model, which)
+    check_shapes(restored, nnx.to_pure_dict(weights), where)
+    nnx.replace_by_pure_dict(weights, restored)
+    nnx.update(model, weights)
     t5x.fill_rng_state(model, seed)
     return model
 
@@ -172,7 +193,7 @@ def load(path: str, *, seed: int = 0, dtype: str | None = None):
     if dtype is not None:
         cfg = dataclasses.replace(cfg, dtype=dtype)
     model = build_abstract(cfg, seed)
-    restored = read_params(path, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+    restored = read_params(path, nnx.to_pure_dict(nnx.state(model, WEIGHTS)))
     return _fill(model, restored, seed, path), cfg
 
 
@@ -192,10 +213,18 @@ def run_config(step_dir: str):
 
 
 def load_run(step_dir: str, *, seed: int = 0, dtype: str | None = None):
-    """Read a train-run step folder -> (model, config); only the parameters are restored."""
+    """Read a train-run step folder -> (model, config); the parameters are restored, and the
+    buffers (BART's final_logits_bias, kept in the run's `model_state`) where the model has any."""
     cfg = run_config(step_dir)
     if dtype is not None:
         cfg = dataclasses.replace(cfg, dtype=dtype)
     model = build_abstract(cfg, seed)
     restored = read_run_params(step_dir, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
-    return _fill(model, restored, seed, step_dir), cfg
+    _fill(model, restored, seed, step_dir, which=nnx.Param)
+    buffers = nnx.to_pure_dict(nnx.state(model, BUFFERS))
+    if jax.tree.leaves(buffers):
+        from chartjax import checkpoint
+
+        stored = checkpoint.restore_partial(step_dir, {"model_state": _target(buffers)})
+        _fill(model, stored["model_state"], seed, step_dir, which=BUFFERS)
+    return model, cfg

@@ -118,9 +118,69 @@ def read_config(loc: Located, *, dtype: str = "float32"):
                 raw = json.load(f)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+        if raw.get("model_type") == "bart":  # generation_config.json's token rules win
+            from chartjax.interop import hf_bart
+
+            raw = hf_bart.with_generation_config(raw, loc.path)
         return hf.config_from_hf(raw, dtype=dtype, where=cfg_file)
     cfg = chartjax_ckpt.run_config(loc.path) if loc.run else chartjax_ckpt.read_config(loc.path)
     return dataclasses.replace(cfg, dtype=dtype)
+
+
+def read_labels(loc: Located) -> tuple[str, ...] | None:
+    """A classifier checkpoint's label names (HF `id2label`; for a train run, those of the HF
+    checkpoint its model came from), or None where the checkpoint has none."""
+    from chartjax.interop import hf
+
+    if loc.fmt == "hf":
+        return hf.read_labels(loc.path)
+    if loc.fmt == "chartjax" and not loc.run:
+        return chartjax_ckpt.read_labels(loc.path)
+    src = _run_source(loc)
+    if src and os.path.isfile(os.path.join(src, "config.json")):
+        return hf.read_labels(src)
+    return None
+
+
+def _run_source(loc: Located) -> str | None:
+    """The HF checkpoint a train run took its model from (`hf_model_config.path`), if any."""
+    if not loc.run:
+        return None
+    from chartjax.interop import saved_gin
+
+    workdir = os.path.dirname(os.path.dirname(os.path.abspath(loc.path)))
+    gin_file = os.path.join(workdir, chartjax_ckpt.RUN_CONFIG)
+    return saved_gin.hf_source(gin_file) if os.path.isfile(gin_file) else None
+
+
+def tokenizer_dir(loc: Located) -> str | None:
+    """Where a located checkpoint's own tokenizer files are: its directory (hf, chartjax), or
+    for a train run the HF checkpoint it started from; None when there are none."""
+    path = _run_source(loc) if loc.run else loc.path
+    return path if path and tokenizer_files(path) else None
+
+
+# The tokenizer files a checkpoint directory may carry (SentencePiece, BPE, WordPiece, HF's
+# tokenizer configs); `chartjax-convert` copies them along, `chartjax-infer` reads them.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "spm.model",
+    "spiece.model",
+    "sentencepiece.model",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+)
+
+
+def tokenizer_files(path: str) -> list[str]:
+    """The tokenizer files in checkpoint directory `path` (see TOKENIZER_FILES)."""
+    if not os.path.isdir(path):
+        return []
+    return [os.path.join(path, f) for f in TOKENIZER_FILES if os.path.isfile(os.path.join(path, f))]
 
 
 def load(loc: Located, cfg, *, seed: int = 0):

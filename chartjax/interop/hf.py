@@ -1,4 +1,6 @@
-"""Read and write HuggingFace T5 / Pix2Struct checkpoints (`config.json` + safetensors or .bin).
+"""Read and write HuggingFace checkpoints (`config.json` + safetensors or .bin) of every chartjax
+family: T5 / Pix2Struct here, DeBERTa-v2/v3, TAPAS and BART through their own name maps
+(chartjax/interop/hf_{deberta,tapas,bart}.py), chosen by `model_type` of config.json.
 
 Name maps: models.md §3.3 (Pix2Struct) and §3.6 (T5). HF `Linear.weight` is `[out, in]`, so every
 kernel is transposed, and the relative-position tables `[buckets, heads]` are transposed to the
@@ -203,9 +205,56 @@ def config_to_hf(cfg: T5Config | Pix2StructConfig) -> dict:
     }
 
 
+# --------------------------------------------------------------------------- other families
+
+# HF model_type -> the chartjax interop module of the family.
+FAMILIES = {"deberta-v2": "hf_deberta", "tapas": "hf_tapas", "bart": "hf_bart"}
+
+
+def _family(model_type: str):
+    import importlib
+
+    return importlib.import_module(f"chartjax.interop.{FAMILIES[model_type]}")
+
+
+def _family_of_model(model) -> str | None:
+    from chartjax.models import bart, deberta, tapas
+
+    for mt, cls in (
+        ("deberta-v2", deberta.DebertaForSequenceClassification),
+        ("tapas", tapas.TapasForSequenceClassification),
+        ("bart", bart.Bart),
+    ):
+        if isinstance(model, cls):
+            return mt
+    return None
+
+
+def label_names(hf: dict) -> tuple[str, ...] | None:
+    """A classifier's label names from config.json's `id2label` (in id order), or None."""
+    id2label = hf.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        return None
+    try:
+        ids = sorted(int(k) for k in id2label)
+    except (TypeError, ValueError):
+        return None
+    if ids != list(range(len(ids))):
+        return None
+    return tuple(str(id2label.get(str(i), id2label.get(i))) for i in ids)
+
+
+def read_labels(path: str) -> tuple[str, ...] | None:
+    """The `id2label` names of the HF checkpoint directory `path` (None if it has none)."""
+    with open(os.path.join(path, "config.json")) as f:
+        return label_names(json.load(f))
+
+
 def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
     """chartjax config from an HF `config.json` dict; `where` names the file in errors."""
     mt = hf.get("model_type")
+    if mt in FAMILIES:
+        return _family(mt).config_from_hf(hf, dtype=dtype, where=where)
     try:
         if mt in ("t5", "mt5", "umt5"):
             ff = hf.get("feed_forward_proj", "relu")
@@ -277,7 +326,9 @@ def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.jso
             )
     except KeyError as e:
         raise ValueError(f"{where}: missing field {e}") from None
-    raise ValueError(f"{where}: unsupported model_type {mt!r} (expected t5 or pix2struct)")
+    raise ValueError(
+        f"{where}: unsupported model_type {mt!r} (expected t5, pix2struct, {', '.join(FAMILIES)})"
+    )
 
 
 # --------------------------------------------------------------------------- weights
@@ -351,7 +402,10 @@ def load(path: str, *, dtype: str = "float32", seed: int = 0):
     """Load an HF checkpoint directory -> (chartjax model, config)."""
     cfg_file = os.path.join(path, "config.json")
     with open(cfg_file) as f:
-        cfg = config_from_hf(json.load(f), dtype=dtype, where=cfg_file)
+        raw = json.load(f)
+    if raw.get("model_type") in FAMILIES:
+        return _family(raw["model_type"]).load(path, dtype=dtype, seed=seed)
+    cfg = config_from_hf(raw, dtype=dtype, where=cfg_file)
     build = p2s_lib.build if isinstance(cfg, Pix2StructConfig) else t5_lib.build
     model = nnx.eval_shape(lambda: build(cfg, seed))
     load_params(model, _read_tensors(path), where=path, seed=seed)
@@ -369,8 +423,31 @@ def to_hf_tensors(model) -> dict[str, np.ndarray]:
     return out
 
 
-def save(model, path: str, *, safe_serialization: bool = True) -> None:
-    """Write `config.json` + `model.safetensors` (or `pytorch_model.bin`, needs torch)."""
+def save(model, path: str, *, safe_serialization: bool = True, labels=None) -> None:
+    """Write `config.json` + `model.safetensors` (or `pytorch_model.bin`, needs torch).
+
+    `labels`: a classifier's label names, written as `id2label` / `label2id` (else
+    `LABEL_<i>`). BART also gets the generation_config.json of its forced BOS/EOS rules."""
+    mt = _family_of_model(model)
+    if mt is not None:
+        from chartjax.interop import hf_tapas
+
+        fam = _family(mt)
+        config = fam.config_to_hf(model.cfg)
+        if labels is not None and "id2label" in config:
+            if len(labels) != len(config["id2label"]):
+                raise ValueError(f"{len(labels)} label names for {len(config['id2label'])} labels")
+            config["id2label"] = {str(i): str(n) for i, n in enumerate(labels)}
+            config["label2id"] = {str(n): i for i, n in enumerate(labels)}
+        extra = {"generation_config.json": fam.generation_config(model.cfg)} if mt == "bart" else {}
+        hf_tapas.write_dir(
+            path,
+            config,
+            fam.to_hf_state_dict(model),
+            json_files=extra,
+            safe_serialization=safe_serialization,
+        )
+        return
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config_to_hf(model.cfg), f, indent=2)
@@ -390,4 +467,7 @@ def save(model, path: str, *, safe_serialization: bool = True) -> None:
 
 def hf_names(model) -> Iterable[str]:
     """The HF tensor names `save` writes for `model` (for tests and tooling)."""
+    mt = _family_of_model(model)
+    if mt is not None:
+        return iter(_family(mt).to_hf_state_dict(model))
     return (_name_fn(model)(p)[0] for p, _ in _flat_params(model))

@@ -110,15 +110,22 @@ _GENERATION_FIELDS = (
 )
 
 
-def load(path: str, *, dtype: str = "float32", seed: int = 0):
-    """HF BART directory -> (chartjax model, config). The token ids and forced BOS/EOS rules of
-    `generation_config.json`, when present, win over config.json's (as in HF `generate`)."""
-    hf, cfg_file = read_config(path)
+def with_generation_config(hf: dict, path: str) -> dict:
+    """config.json's dict with the token ids and forced BOS/EOS rules of the directory's
+    `generation_config.json`, when present (they win, as in HF `generate`)."""
     gen_file = os.path.join(path, "generation_config.json")
     if os.path.exists(gen_file):
         with open(gen_file) as f:
             gen = json.load(f)
         hf = {**hf, **{k: gen[k] for k in _GENERATION_FIELDS if k in gen}}
+    return hf
+
+
+def load(path: str, *, dtype: str = "float32", seed: int = 0):
+    """HF BART directory -> (chartjax model, config). The token ids and forced BOS/EOS rules of
+    `generation_config.json`, when present, win over config.json's (as in HF `generate`)."""
+    hf, cfg_file = read_config(path)
+    hf = with_generation_config(hf, path)
     cfg = config_from_hf(hf, dtype=dtype, where=cfg_file)
     model = nnx.eval_shape(lambda: bart_lib.build(cfg, seed))
     load_params(model, read_tensors(path), where=path, seed=seed)

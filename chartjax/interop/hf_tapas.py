@@ -153,16 +153,30 @@ def read_tensors(path: str) -> dict[str, np.ndarray]:
 
 
 def write_dir(
-    path: str, hf_config: dict, tensors: dict[str, np.ndarray], json_files: dict | None = None
+    path: str,
+    hf_config: dict,
+    tensors: dict[str, np.ndarray],
+    json_files: dict | None = None,
+    *,
+    safe_serialization: bool = True,
 ) -> None:
-    """`config.json` + `model.safetensors` (+ other JSON files, e.g. generation_config.json)."""
-    from safetensors.numpy import save_file
-
+    """`config.json` + `model.safetensors` (or `pytorch_model.bin`, needs torch) (+ other JSON
+    files, e.g. generation_config.json)."""
     os.makedirs(path, exist_ok=True)
     for name, content in {"config.json": hf_config, **(json_files or {})}.items():
         with open(os.path.join(path, name), "w") as f:
             json.dump(content, f, indent=2)
-    save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    if safe_serialization:
+        from safetensors.numpy import save_file
+
+        save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        return
+    import torch
+
+    torch.save(
+        {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
+        os.path.join(path, "pytorch_model.bin"),
+    )
 
 
 def read_config(path: str) -> tuple[dict, str]:

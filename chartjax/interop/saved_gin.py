@@ -5,16 +5,53 @@ Parsing the file with gin itself would need `gin.clear_config()` around it and s
 caller's configuration (a library function must not). Only gin's statement parser is used here:
 it turns the text into binding statements and leaves the registry alone. What a run's model is
 follows from three bindings: `train.model_fn = @build_model`, `build_model.config = @<Config>()`
-and the `<Config>.<field>` bindings (macros and scopes resolved as gin would).
+and the `<Config>.<field>` bindings (macros and scopes resolved as gin would); or, for a run
+that took its model from a HuggingFace checkpoint, `build_model.config = @hf_model_config()`
+and `hf_model_config.path` (that checkpoint's config.json is read again).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
+from chartjax.models.bart import BartConfig
+from chartjax.models.deberta import DebertaConfig
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
+from chartjax.models.tapas import TapasConfig
 
-CONFIGS = {"T5Config": T5Config, "Pix2StructConfig": Pix2StructConfig}
+CONFIGS = {
+    "T5Config": T5Config,
+    "Pix2StructConfig": Pix2StructConfig,
+    "DebertaConfig": DebertaConfig,
+    "TapasConfig": TapasConfig,
+    "BartConfig": BartConfig,
+}
+HF_CONFIG = "hf_model_config"
+
+
+def hf_model_config(path: str, *, dtype: str = "bfloat16", overrides=None):
+    """The chartjax config of HF checkpoint directory `path` (models/configurables.py's
+    `hf_model_config`, the gin-free half)."""
+    import dataclasses
+
+    from chartjax.interop import hf
+
+    cfg_file = os.path.join(os.path.expanduser(str(path)), "config.json")
+    if not os.path.isfile(cfg_file):
+        raise FileNotFoundError(f"hf_model_config: no config.json in {path}")
+    with open(cfg_file) as f:
+        try:
+            raw = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+    if raw.get("model_type") == "bart":
+        from chartjax.interop import hf_bart
+
+        raw = hf_bart.with_generation_config(raw, os.path.dirname(cfg_file))
+    cfg = hf.config_from_hf(raw, dtype=dtype, where=cfg_file)
+    return dataclasses.replace(cfg, **dict(overrides)) if overrides else cfg
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +112,8 @@ def _split(ref: _Ref) -> tuple[tuple[str, ...], str]:
     return tuple(scopes), name.rpartition(".")[2]
 
 
-def model_config(gin_file: str) -> T5Config | Pix2StructConfig:
-    """The T5 / Pix2Struct config that `train.model_fn` of the saved `gin_file` builds."""
+def model_config(gin_file: str):
+    """The model config that `train.model_fn` of the saved `gin_file` builds."""
     with open(gin_file) as f:
         bindings = _Bindings(f.read(), gin_file)
     model_fn = bindings.args("train", ()).get("model_fn")
@@ -87,19 +124,43 @@ def model_config(gin_file: str) -> T5Config | Pix2StructConfig:
     scopes, factory = _split(model_fn)
     if factory != "build_model":
         raise ValueError(
-            f"{gin_file}: train.model_fn is @{model_fn.name}, not a T5 or Pix2Struct model "
-            "(@build_model)"
+            f"{gin_file}: train.model_fn is @{model_fn.name}, not a chartjax model (@build_model)"
         )
     config = bindings.args("build_model", scopes).get("config")
-    if not isinstance(config, _Ref) or _split(config)[1] not in CONFIGS:
+    if not isinstance(config, _Ref) or _split(config)[1] not in (*CONFIGS, HF_CONFIG):
         raise ValueError(
-            f"{gin_file}: build_model.config is {config!r}, not @T5Config() or @Pix2StructConfig()"
+            f"{gin_file}: build_model.config is {config!r}, not one of "
+            f"{', '.join('@' + c + '()' for c in (*CONFIGS, HF_CONFIG))}"
         )
     inner, name = _split(config)
     fields = bindings.args(name, scopes + inner)
+    if name == HF_CONFIG:
+        if "path" not in fields:
+            raise ValueError(f"{gin_file}: {HF_CONFIG} has no path")
+        try:
+            return hf_model_config(**fields)
+        except (TypeError, ValueError, FileNotFoundError) as e:
+            raise ValueError(f"{gin_file}: bad {HF_CONFIG} ({e})") from None
     if any(isinstance(v, _Ref | _Macro) for v in fields.values()):
         raise ValueError(f"{gin_file}: {name} binds a configurable reference: {fields}")
     try:
         return CONFIGS[name](**fields)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{gin_file}: bad {name} ({e})") from None
+
+
+def hf_source(gin_file: str) -> str | None:
+    """The HF checkpoint directory a saved run took its model config from
+    (`hf_model_config.path`), or None when its model is configured field by field."""
+    with open(gin_file) as f:
+        bindings = _Bindings(f.read(), gin_file)
+    model_fn = bindings.args("train", ()).get("model_fn")
+    if not isinstance(model_fn, _Ref):
+        return None
+    scopes, _ = _split(model_fn)
+    config = bindings.args("build_model", scopes).get("config")
+    if not isinstance(config, _Ref) or _split(config)[1] != HF_CONFIG:
+        return None
+    inner, _ = _split(config)
+    path = bindings.args(HF_CONFIG, scopes + inner).get("path")
+    return os.path.expanduser(path) if isinstance(path, str) else None

@@ -5,7 +5,11 @@ gin files `import chartjax.models.configurables` and bind
 - `T5Config.*` / `Pix2StructConfig.*` with `train.model_fn = @build_model`,
   `build_model.config = @...()`;
 - `RNConfig.*` with `train.model_fn = @relation_network.build`,
-  `relation_network.build.cfg = @RNConfig()` (the FigureQA baselines).
+  `relation_network.build.cfg = @RNConfig()` (the FigureQA baselines);
+- `DebertaConfig.*` / `TapasConfig.*` / `BartConfig.*` the same way, or
+  `build_model.config = @hf_model_config()` with `hf_model_config.path = <HF checkpoint dir>`:
+  the model exactly as that checkpoint's config.json describes it (its size and family, its
+  classifier head), the way the DeBERTa / TAPAS / BART recipes start from official weights.
 The registered names and modules are those the saved `config.gin` of earlier runs use.
 """
 
@@ -14,7 +18,7 @@ from __future__ import annotations
 import gin
 from flax import nnx
 
-from chartjax.models import model_configs, pix2struct, relation_network, t5
+from chartjax.models import bart, deberta, model_configs, pix2struct, relation_network, t5, tapas
 
 T5Config = gin.external_configurable(model_configs.T5Config, module="chartjax.models")
 Pix2StructConfig = gin.external_configurable(
@@ -23,17 +27,38 @@ Pix2StructConfig = gin.external_configurable(
 RNConfig = gin.external_configurable(
     relation_network.RNConfig, module="chartjax.models.relation_network"
 )
+DebertaConfig = gin.external_configurable(deberta.DebertaConfig, module="chartjax.models")
+TapasConfig = gin.external_configurable(tapas.TapasConfig, module="chartjax.models")
+BartConfig = gin.external_configurable(bart.BartConfig, module="chartjax.models")
 build_relation_network = gin.external_configurable(
     relation_network.build, name="build", module="chartjax.models.relation_network"
 )
 
 
+BUILDERS = (
+    (model_configs.Pix2StructConfig, pix2struct.build),
+    (model_configs.T5Config, t5.build),
+    (deberta.DebertaConfig, deberta.build),
+    (tapas.TapasConfig, tapas.build),
+    (bart.BartConfig, bart.build),
+)
+
+
 @gin.configurable(module="chartjax.models")
 def build_model(config=gin.REQUIRED, rngs: nnx.Rngs | int | None = None):
-    """A freshly initialised model for `config` (T5 or Pix2Struct)."""
+    """A freshly initialised model for `config` (T5, Pix2Struct, DeBERTa, TAPAS or BART)."""
     rngs = 0 if rngs is None else rngs
-    if isinstance(config, model_configs.Pix2StructConfig):
-        return pix2struct.build(config, rngs)
-    if isinstance(config, model_configs.T5Config):
-        return t5.build(config, rngs)
+    for cls, build in BUILDERS:
+        if isinstance(config, cls):
+            return build(config, rngs)
     raise TypeError(f"build_model: unsupported config type {type(config).__name__}")
+
+
+@gin.configurable(module="chartjax.models")
+def hf_model_config(path=gin.REQUIRED, dtype: str = "bfloat16", overrides=None):
+    """The chartjax config of the HF checkpoint directory `path` (its config.json: family,
+    size, classifier head; unsupported fields are refused naming them), with activations in
+    `dtype` and the fields of `overrides` (a dict, e.g. {"hidden_dropout_prob": 0.0}) replaced."""
+    from chartjax.interop import saved_gin
+
+    return saved_gin.hf_model_config(path, dtype=dtype, overrides=overrides)

@@ -2,6 +2,7 @@
 
 `cross_entropy_with_z_loss` returns sums over tokens as T5X does (`loss_normalizing_factor=None`);
 `seq2seq_loss` divides by the number of target tokens for the train loop's per-token loss.
+BART is trained with the same loss and z_loss 0 (its config's), in fp32 like the others.
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ def cross_entropy_with_z_loss(
 
 
 def seq2seq_loss(model, batch, *, deterministic: bool) -> tuple[jax.Array, dict]:
-    """Mean per-token loss over `decoder_target_tokens != 0`, and aux metrics.
+    """Mean per-token loss over the target tokens that are not padding, and aux metrics.
 
+    Padding is the model's `cfg.pad_id`: 0 for T5 / Pix2Struct, 1 for BART, whose targets start
+    with `<s>` = 0 (HF's labels mask only the padding, -100, so BOS is a trained token there too).
     aux: `z_loss` (mean per token), `num_tokens`, `accuracy` (argmax == target over weighted).
     """
     logits = model(batch, deterministic=deterministic)
     targets = batch["decoder_target_tokens"]
-    weights = (targets != 0).astype(jnp.float32)
+    weights = (targets != getattr(model.cfg, "pad_id", 0)).astype(jnp.float32)
     total, z_term, n = cross_entropy_with_z_loss(logits, targets, weights, model.cfg.z_loss)
     denom = jnp.maximum(n, 1.0)
     correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32) * weights

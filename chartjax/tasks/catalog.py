@@ -12,18 +12,21 @@ from chartjax.tasks import (
     chart_info,
     chart_to_text,
     chartcheck,
+    chartcheck_classifier,
     chartqa,
     deplot,
     figureqa,
     free_form,
     seq2seq_synthetic,
     synthetic,
+    text_classification,
 )
 from chartjax.tasks.task import FileScorer, InferenceSpec, Task
 
 TASKS = {
     "figureqa": figureqa.make_task,
     "chartcheck": chartcheck.make_task,
+    "chartcheck_classifier": chartcheck_classifier.make_task,
     "chart_to_text": chart_to_text.make_task,
     "chart_info": chart_info.make_task,
     "deplot": deplot.make_task,
@@ -39,6 +42,7 @@ INFERENCE: dict[str, InferenceSpec] = {
         free_form.CAPTION,
         chart_to_text.INFERENCE,
         free_form.TEXT,
+        text_classification.CLASSIFY,
     )
 }
 SCORERS: dict[str, FileScorer] = {

@@ -32,8 +32,8 @@ Flan-T5 (`Features.modality = "text"`; {table} is DePlot's table of the chart, r
   flan_explain_pred  the same, with the label predicted for the claim in `label_predictions` (a
                      predictions.jsonl of a classification run, e.g. flan_class) on the splits in
                      `pred_label_splits`; training and validation keep the gold label, as in the
-                     authors' script. The paper used DeBERTa's labels: DeBERTa is not a chartjax
-                     model, so those exact labels cannot be reproduced here. We write the
+                     authors' script. The paper used DeBERTa's labels: the predictions of
+                     a chartcheck_classifier run (tasks/chartcheck_classifier.py). We write the
                      predicted label in lower case as in training (the authors' script wrote
                      "True"/"False" at test time).
   `table_format="official"` gives {table} as the authors did, `str(f.readlines())` of the table

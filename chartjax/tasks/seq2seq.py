@@ -9,7 +9,9 @@ here, identical for all benchmarks:
 * featurize: `image` models render the prompt as a header above the chart (data/render.py; no
   header when the prompt is empty) and cut Pix2Struct patches (data/patches.py); `text` models
   tokenize the prompt. Targets are SentencePiece ids + EOS; the decoder input is the target
-  shifted right behind the start id 0 (T5 conventions, data/vocab.py).
+  shifted right behind the start id 0 (T5 conventions, data/vocab.py). A BART vocabulary
+  (data/bpe.py) gives `<s> target </s>` padded with 1 behind its start id 2, as HF's
+  run_summarization trains BART.
 * examples: the TFDS dataset through `expand` (chartjax/data/sources.py TfdsSource); batching,
   padding and prefetching are chartjax/data/pipeline.py's, as for every task.
 * predict: KV-cached greedy decoding or beam search (models/decoding.py) inside the jitted step;
@@ -43,8 +45,10 @@ INPUT_CHARS = 300
 class Features:
     """How records become model features (gin: `Features.max_patches = 2048`, ...).
 
-    modality: "image" (Pix2Struct family: prompt rendered as header) or "text" (T5: prompt
+    modality: "image" (Pix2Struct family: prompt rendered as header) or "text" (T5, BART: prompt
       tokenized). Recipes set it; the task module gives the default.
+    vocab_file: a SentencePiece model (T5, Pix2Struct), or BART's BPE files (a checkpoint
+      directory with tokenizer.json or vocab.json + merges.txt): data/vocab.py open_vocabulary.
     """
 
     modality: str = "image"
@@ -182,7 +186,7 @@ def make_task(
     """
     from chartjax.data import vocab as vocab_lib
 
-    vocab = vocab_lib.Vocabulary(features.vocab_file)
+    vocab = vocab_lib.open_vocabulary(features.vocab_file)
     source = sources.TfdsSource(
         dataset,
         data_dir,

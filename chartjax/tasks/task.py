@@ -8,8 +8,9 @@ A benchmark enters chartjax only through its task module, which builds three thi
   rows and scores. The batching, padding, sharding and prefetching around it are
   chartjax/data/pipeline.py's, the same for every task.
 * `InferenceSpec`: what `chartjax-infer --task NAME` needs to turn user inputs (images, JSONL
-  rows, a TFDS split) into model inputs: the modality, the named prompts, the reference field, and
-  any extra output the task writes next to predictions.jsonl.
+  rows, a TFDS split) into model inputs: the modality, the named prompts, the reference field,
+  any extra output the task writes next to predictions.jsonl, and whether the model writes text
+  or labels.
 * `FileScorer`: what `chartjax-score --task NAME` needs to score prediction files (no model, no
   vocabulary, no jax or TensorFlow): the reference rows of a TFDS example and the metric suite.
 
@@ -109,6 +110,8 @@ class InferenceSpec:
     field_aliases: other names an input field may have in users' files.
     output_dirs: the folders under --out that write_outputs fills (DePlot's "tables"): with
       --overwrite, chartjax-infer clears them and predictions.jsonl, nothing else.
+    output: "text" (a decoder's output text: Pix2Struct, T5, BART) or "labels" (an encoder
+      classifier's label name and one logit per label: DeBERTa, TAPAS).
     """
 
     name: str
@@ -120,6 +123,7 @@ class InferenceSpec:
     write_outputs: Callable[[dict, str, set], None] | None = None
     field_aliases: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     output_dirs: tuple[str, ...] = ()
+    output: str = "text"
 
 
 @dataclasses.dataclass(frozen=True)

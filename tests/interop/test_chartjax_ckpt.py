@@ -170,7 +170,7 @@ def test_saved_gin_resolves_macros_and_module_names(tmp_path):
     "text,message",
     [
         ("T5Config.vocab_size = 3\n", "binds no train.model_fn"),
-        ("train.model_fn = @relation_network.build\n", "not a T5 or Pix2Struct model"),
+        ("train.model_fn = @relation_network.build\n", "not a chartjax model"),
         ("train.model_fn = @build_model\n", "build_model.config is None"),
         ("train.model_fn = @build_model\nbuild_model.config = @T5Config()\n", "bad T5Config"),
         ("train.model_fn = @build_model\nbuild_model.config = %NOPE\n", "NOPE is not defined"),

@@ -65,8 +65,11 @@ def test_every_cli_task_of_design_8_has_its_door():
         "caption",
         "summary",
         "text",
+        "classify",
     }
     assert {n: s.modality for n, s in catalog.INFERENCE.items()}["text"] == "text"
+    # Only the encoder-classifier door writes labels; every other writes text.
+    assert {n for n, s in catalog.INFERENCE.items() if s.output == "labels"} == {"classify"}
     assert set(catalog.TASKS) >= {"figureqa", "chartcheck", "chart_to_text", "chart_info", "deplot"}
 
 
