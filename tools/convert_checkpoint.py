@@ -10,7 +10,13 @@ Formats:
   hf        a HuggingFace directory (`config.json` + `model.safetensors` or `pytorch_model.bin`)
             of T5, Pix2Struct, DeBERTa-v2/v3 (`DebertaV2ForSequenceClassification`), TAPAS
             (`TapasForSequenceClassification`) or BART (`BartForConditionalGeneration`), the family
-            and size read from config.json (an unsupported field is refused, naming it).
+            and size read from config.json. Supported: DeBERTa's relative_attention,
+            position_buckets, max_relative_positions, pos_att_type (c2p, p2c), share_att_key,
+            norm_rel_ebd (none, layer_norm), position_biased_input, conv_kernel_size (0 or odd);
+            TAPAS's type_vocab_sizes, reset_position_index_per_cell; BART's scale_embedding,
+            normalize_before (false only), activation_function; activations gelu, gelu_new,
+            gelu_pytorch_tanh, relu, silu, swish, tanh. Any other value is refused, naming the
+            field (the config dataclasses' from_hf_config).
   chartjax  an Orbax params checkpoint: OUT/config.json (family + model config) and OUT/params/
             (layout in chartjax/interop/chartjax_ckpt.py); as input also a train run's step
             folder `<workdir>/checkpoints/<step>` (model rebuilt from `<workdir>/config.gin`).
