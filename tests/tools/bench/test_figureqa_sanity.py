@@ -1,0 +1,71 @@
+"""The FigureQA sanity benchmark's own parts: the independent minimal RN and the batch schedule
+(the corpus build and the training runs are the benchmark itself, minutes of CPU)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from chartjax.models import relation_network as rn
+from chartjax.tools.bench import figureqa_sanity as fs
+
+
+def _mini(seed=0):
+    return fs.mini_rn_init(
+        jax.random.key(seed), vocab=16, conv_layers=2, ch=4, emb=5, hid=3, g=6, f=7
+    )
+
+
+def _batch(tokens, lengths, b=None):
+    b = b or len(tokens)
+    images = np.random.default_rng(0).integers(0, 256, (b, 16, 16, 3)).astype(np.uint8)
+    return {
+        "image": jnp.asarray(images),
+        "question_tokens": jnp.asarray(tokens),
+        "question_length": jnp.asarray(lengths),
+    }
+
+
+def test_mini_rn_question_is_the_state_after_the_last_real_token():
+    params, _ = _mini()
+    padded = fs.mini_question(
+        params, jnp.asarray([[1, 5, 2, 0, 0], [1, 6, 7, 2, 9]]), jnp.asarray([3, 4])
+    )
+    for row, tokens in enumerate(([1, 5, 2], [1, 6, 7, 2])):
+        alone = fs.mini_question(params, jnp.asarray([tokens]), jnp.asarray([len(tokens)]))
+        np.testing.assert_allclose(padded[row], alone[0], rtol=1e-6, atol=1e-7)
+    full = fs.mini_question(params, jnp.asarray([[1, 5, 2, 0, 0]]), jnp.asarray([5]))
+    assert np.abs(np.asarray(full[0] - padded[0])).max() > 1e-3  # padding steps would move it
+    logits, _ = fs.mini_rn_apply(params, _mini()[1], _batch([[1, 5, 2]] * 2, [3, 3]), False)
+    assert logits.shape == (2, 2)
+
+
+def test_mini_rn_batchnorm_running_averages():
+    params, state = _mini()
+    batch = _batch([[1, 5, 2]] * 4, [3] * 4)
+    _, new = fs.mini_rn_apply(params, state, batch, True)
+    # momentum 0.9 from (0, 1): the running mean moved to 0.1 * the batch mean (> 0 after ReLU)
+    first = np.asarray(new["bn"][0]["mean"])
+    assert (first > 0).all() and (first < 1).all()
+    # eval mode uses the running statistics: one example alone == the same one in a batch
+    full, _ = fs.mini_rn_apply(params, new, batch, False)
+    one, _ = fs.mini_rn_apply(params, new, {k: v[:1] for k, v in batch.items()}, False)
+    np.testing.assert_allclose(full[:1], one, rtol=1e-5, atol=1e-6)
+
+
+def test_batch_schedule_is_epochs_of_permutations():
+    sched = fs.batch_schedule(10, 3, 7, seed=0)
+    assert len(sched) == 7 and all(len(s) == 3 for s in sched)
+    first_epoch = np.concatenate(sched[:3])
+    assert len(set(first_epoch.tolist())) == 9  # 3 batches of a 10-row permutation
+    assert all(np.array_equal(a, b) for a, b in zip(sched, fs.batch_schedule(10, 3, 7, seed=0)))
+
+
+def test_lecun_g_and_f_redraws_the_pre_fix_init():
+    cfg = rn.RNConfig(vocab_size=16, image_size=16, conv_layers=2, conv_channels=4, g_dim=8)
+    m = rn.build(cfg, rngs=nnx.Rngs(0))
+    fs.lecun_g_and_f(m, 0)
+    np.testing.assert_array_equal(m.g_obj_j.bias[...], 0.0)
+    np.testing.assert_array_equal(m.f.out.bias[...], 0.0)
+    # LeCun normal: std 1/sqrt(fan_in), so the 6-d object block is wider than the 8-d g layers
+    assert np.asarray(m.g_obj_i.kernel[...]).std() > np.asarray(m.g_rest[0].kernel[...]).std()
