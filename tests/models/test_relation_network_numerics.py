@@ -227,3 +227,16 @@ def test_rn_logits_depend_on_the_question_at_init():
                 layer.bias[...] = jnp.zeros(layer.bias.shape)
         moved_lecun = np.abs(margin(lecun, 0) - margin(lecun, 1)).mean()
         assert moved > 0.1 and moved > 3 * moved_lecun, (seed, moved, moved_lecun)
+
+
+def test_lstm_forget_gate_starts_open_as_tf_lstmcell():
+    """TF's LSTMCell adds forget_bias=1.0: at zero input and state the forget gate is
+    sigmoid(1) = 0.731, not 0.5, so the colour words survive to <END> (issue 15)."""
+    cfg = rn.RNConfig(kind="text_only", vocab_size=16, embed_dim=5, lstm_dim=4, f_dim=8)
+    cell = rn.build(cfg, rngs=nnx.Rngs(0)).question.lstm.cell
+    np.testing.assert_array_equal(cell.hf.bias[...], 1.0)
+    for gate in (cell.hi, cell.hg, cell.ho):
+        np.testing.assert_array_equal(gate.bias[...], 0.0)
+    zeros_h, zeros_x = jnp.zeros((1, 4)), jnp.zeros((1, 5))
+    forget = jax.nn.sigmoid(cell.if_(zeros_x) + cell.hf(zeros_h))
+    np.testing.assert_allclose(forget, 1 / (1 + np.exp(-1.0)), rtol=1e-6)
