@@ -1,15 +1,18 @@
 """CHART-Info-style synthetic corpus in the ICDAR 2019 synthetic release layout.
 
     chartjax-synth chart_info --out DIR --num N --seed S --workers W [--types ...]
-        [--size 640x480] [--max-categories 3] [--max-topics 4]
+        [--size 640x480] [--max-categories 3] [--max-topics 4] [--max-series 1]
+        [--value-labels 14]
 
 writes `DIR/png/<index>.png` (1280 x 960 RGBA, as the release), `DIR/json_gt/<index>.json` (the
 official task1-task6 JSON, corpora reference §3.3) and `DIR/tables/<index>.txt` (the chart's
 table in DePlot's linearized format, `chartjax.data.tables`). Each chart draws everything from
 its own `SeedSequence(seed, spawn_key=(index,))`, so the output is byte-identical for a seed
-whatever the worker count. `--size`, `--max-categories` and `--max-topics` (smaller images, shorter
-tables, fewer topics: for quick learning checks) depart from the release; without them the output
-is unchanged.
+whatever the worker count. `--size`, `--max-categories`, `--max-topics`, `--max-series` (smaller
+images, shorter tables, fewer topics and series: for quick learning checks) and `--value-labels`
+(each bar's value printed on it, annotated as task-2/3 text with the PMC 2020 role
+`value_label`, which the 2019 synthetic release does not use) depart from the release; without
+them the output is unchanged.
 
 Annotation conventions follow the ten official samples (`adobe-research/CHART-Synthetic`):
 "x-axis" is the independent variable (the vertical axis of horizontal bars and boxes); tick
@@ -74,12 +77,13 @@ def draw_chart(
     style_override: dict | None = None,
     max_categories: int | None = None,
     max_topics: int | None = None,
+    max_series: int | None = None,
 ) -> tuple[tb.ChartData, Drawn]:
     """Synthesizes and draws chart `index` of a corpus (tests pass `style_override`; `size` is
     `style_override={"width": w, "height": h}`)."""
     rng = chart_rng(seed, index)
     chart_type = types[int(rng.integers(len(types)))]
-    data = tb.synthesize(rng, chart_type, max_categories, max_topics)
+    data = tb.synthesize(rng, chart_type, max_categories, max_topics, max_series)
     for _ in range(MAX_STYLES):
         style: Style = sample_style(rng, data)
         if style_override:
@@ -105,8 +109,12 @@ def encode_png(rgba: np.ndarray, level: int = 1) -> bytes:
     return png_bytes(rows, w, 4, level)
 
 
-def _size_override(size: tuple[int, int] | None) -> dict | None:
-    return None if size is None else {"width": int(size[0]), "height": int(size[1])}
+def _style_override(size: tuple[int, int] | None, value_labels: float | None) -> dict | None:
+    """Style fields set for every chart (no random draws, so the rest of a chart is unchanged)."""
+    out = {} if size is None else {"width": int(size[0]), "height": int(size[1])}
+    if value_labels:
+        out["value_label_size"] = float(value_labels)
+    return out or None
 
 
 def make_chart(
@@ -117,9 +125,13 @@ def make_chart(
     size: tuple[int, int] | None = None,
     max_categories: int | None = None,
     max_topics: int | None = None,
+    max_series: int | None = None,
+    value_labels: float | None = None,
 ) -> Chart:
-    """Chart `index`; `size` (width, height) in pixels replaces the release's 1280 x 960."""
-    data, drawn = draw_chart(seed, index, types, _size_override(size), max_categories, max_topics)
+    """Chart `index`; `size` (width, height) in pixels replaces the release's 1280 x 960;
+    `value_labels` (a point size) prints every bar's value on it."""
+    override = _style_override(size, value_labels)
+    data, drawn = draw_chart(seed, index, types, override, max_categories, max_topics, max_series)
     doc = official_json(data.chart_type, annotate(drawn))
     png = encode_png(drawn.rgba(), compress_level)
     return Chart(data.chart_type, png, doc, data.linearized())
@@ -153,12 +165,16 @@ def generate(
     size: tuple[int, int] | None = None,
     max_categories: int | None = None,
     max_topics: int | None = None,
+    max_series: int | None = None,
+    value_labels: float | None = None,
 ) -> Counter:
     """Writes charts `start .. start+num-1` under `out`; returns the count per chart type."""
     chart_types = parse_types(types)
     if size is not None and min(size) < 64:
         raise ValueError(f"size: {size} is too small for a chart (at least 64 x 64 pixels)")
-    tb.check_caps(max_categories, max_topics)  # before any folder or worker
+    tb.check_caps(max_categories, max_topics, max_series)  # before any folder or worker
+    if value_labels is not None and not 0 < value_labels <= 72:
+        raise ValueError(f"value_labels: a point size in (0, 72], got {value_labels}")
     for sub in ("png", "json_gt", "tables"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
     options = dict(
@@ -167,6 +183,8 @@ def generate(
         size=size,
         max_categories=max_categories,
         max_topics=max_topics,
+        max_series=max_series,
+        value_labels=value_labels,
     )
     jobs = [(out, seed, i, options) for i in range(start, start + num)]
     if workers <= 1:
@@ -228,6 +246,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="draw topics (titles, units, value ranges) from the first N built-in ones only "
         "(default: all)",
     )
+    parser.add_argument(
+        "--max-series",
+        type=int,
+        default=None,
+        help="cap on the series of bar and line charts (1: plain bar charts; default: none)",
+    )
+    parser.add_argument(
+        "--value-labels",
+        type=float,
+        default=None,
+        metavar="POINTS",
+        help="print each bar's value on it at this font size, annotated as value_label text "
+        "(a PMC 2020 role; the 2019 release prints no values; default: off)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -247,6 +279,8 @@ def run(args: argparse.Namespace) -> int:
         size=args.size,
         max_categories=args.max_categories,
         max_topics=args.max_topics,
+        max_series=args.max_series,
+        value_labels=args.value_labels,
     )
     print(
         json.dumps(

@@ -75,6 +75,8 @@ def annotate(d: Drawn) -> dict | None:
             legend_pairs.append(
                 {"bb": _bb(e.x0, e.y0, e.x1, e.y1, H), "id": add(text, "legend_label")}
             )
+    for text in d.value_labels:  # --value-labels only; the role name is PMC 2020's
+        add(text, "value_label")
     text_blocks = []
     for i, (text, _) in enumerate(blocks):
         e = extent(d, text)

@@ -46,6 +46,7 @@ class Drawn:
     lines: list = dataclasses.field(default_factory=list)  # per series: [(pos, value)]
     points: list = dataclasses.field(default_factory=list)  # scatter: [(x, y)]
     boxes: list = dataclasses.field(default_factory=list)  # (pos, width, cap_width, stats)
+    value_labels: list = dataclasses.field(default_factory=list)  # Text per bar (--value-labels)
 
     def rgba(self) -> np.ndarray:
         return self.canvas.rgba()
@@ -210,6 +211,8 @@ def _draw_axes_chart(d: Drawn) -> None:
         lo, hi = _draw_bars(d)
     legend_inside = d.legend is not None and not s.legend_loc.startswith("outside")
     head = 0.25 if legend_inside and "upper" in s.legend_loc else 0.08
+    if s.value_label_size and ct in tb.BAR_TYPES:
+        head = max(head, 0.15)  # room for the labels above the longest bar
     vlo, vhi = _limits(lo, hi, ct in tb.BAR_TYPES, head)
     ticks, labels = _value_ticks(vlo, vhi, s)
     (ax.set_xlim if d.horizontal else ax.set_ylim)(vlo, vhi)
@@ -314,9 +317,40 @@ def _draw_bars(d: Drawn) -> tuple[float, float]:
             ax.errorbar(tops, centers, xerr=errs, **kw)
         else:
             ax.errorbar(centers, tops, yerr=errs, **kw)
+    if s.value_label_size:
+        _draw_value_labels(d, stacked)
     if n_ser > 1:
         _add_legend(d, handles)
     return lo, hi
+
+
+def _draw_value_labels(d: Drawn, stacked: bool) -> None:
+    """Each bar's cell as printed text (the same string as the table's): centred on its stacked
+    segment, or just past the end of a grouped bar; on a white box so it reads over any fill."""
+    s, data = d.style, d.data
+    prop = _prop(s, s.value_label_size)
+    for c, k, x0, x1, v0, v1 in d.bars:
+        pos = (x0 + x1) / 2
+        out = v1 >= v0  # which way the bar grows from its base
+        if stacked:
+            value, ha, va = (v0 + v1) / 2, "center", "center"
+        elif d.horizontal:
+            value, ha, va = v1, ("left" if out else "right"), "center"
+        else:
+            value, ha, va = v1, "center", ("bottom" if out else "top")
+        xy = (value, pos) if d.horizontal else (pos, value)
+        d.value_labels.append(
+            d.ax.text(
+                *xy,
+                data.cells[c][k],
+                ha=ha,
+                va=va,
+                fontproperties=prop,
+                color=s.text_color,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0},
+                clip_on=False,
+            )
+        )
 
 
 def _draw_lines(d: Drawn) -> tuple[float, float]:

@@ -88,6 +88,9 @@ class Style:
     pie_labels: bool = True
     pie_pct: bool = False
     pie_legend: bool = False
+    # Not drawn by sample_style (the 2019 release prints no values): the generator's
+    # --value-labels sets it. > 0: every bar carries its cell as text of this point size.
+    value_label_size: float = 0.0
 
 
 @functools.cache

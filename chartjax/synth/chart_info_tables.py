@@ -303,9 +303,12 @@ def _count(rng: np.random.Generator, lo: int, hi: int, cap: int | None) -> int:
     return int(rng.integers(min(lo, cap), min(hi, cap + 1)))
 
 
-def check_caps(max_categories: int | None, max_topics: int | None) -> None:
+def check_caps(
+    max_categories: int | None, max_topics: int | None, max_series: int | None = None
+) -> None:
     """Raises ValueError, naming the option, for a cap below 1 (None means no cap)."""
-    for name, cap in (("max_categories", max_categories), ("max_topics", max_topics)):
+    caps = (("max_categories", max_categories), ("max_topics", max_topics))
+    for name, cap in (*caps, ("max_series", max_series)):
         if cap is not None and cap < 1:
             raise ValueError(f"{name} must be >= 1, got {cap}")
 
@@ -315,14 +318,17 @@ def synthesize(
     chart_type: str,
     max_categories: int | None = None,
     max_topics: int | None = None,
+    max_series: int | None = None,
 ) -> ChartData:
     """Draws one realistic table for `chart_type`.
 
     `max_categories` caps the table rows (categories; scatter points) for short tables;
-    `max_topics` draws topics from the first `max_topics` of `TOPICS` only. None keeps the
-    default ranges and the default random stream.
+    `max_topics` draws topics from the first `max_topics` of `TOPICS` only; `max_series` caps
+    the series of bar and line charts (1: single-series bars, plain bar charts filed under the
+    grouped/stacked classes; whether the 2019 release has such charts is [unverified]). None
+    keeps the default ranges and the default random stream.
     """
-    check_caps(max_categories, max_topics)
+    check_caps(max_categories, max_topics, max_series)
     n_topics = len(TOPICS) if max_topics is None else min(max_topics, len(TOPICS))
     if chart_type not in CHART_TYPES:
         raise ValueError(f"unknown chart type {chart_type!r}; expected one of {CHART_TYPES}")
@@ -348,9 +354,9 @@ def synthesize(
             _format_grid(vals, topic.decimals),
         )
     if chart_type == LINE:
-        n_rows, n_cols = _count(rng, 4, 16, max_categories), int(rng.integers(1, 5))
+        n_rows, n_cols = _count(rng, 4, 16, max_categories), _count(rng, 1, 5, max_series)
     else:
-        n_rows, n_cols = _count(rng, 2, 9, max_categories), int(rng.integers(2, 5))
+        n_rows, n_cols = _count(rng, 2, 9, max_categories), _count(rng, 2, 5, max_series)
     x_label, cats = _categories(rng, n_rows)
     names = _series_names(rng, n_cols, cats) if n_cols > 1 else (topic.unit,)
     vals = _series_values(rng, topic, n_rows, n_cols, stacked=chart_type.startswith("Stacked"))
