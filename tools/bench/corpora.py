@@ -33,6 +33,8 @@ def chart_info(
     size: tuple[int, int],
     max_categories: int | None,
     max_topics: int | None,
+    max_series: int | None = None,
+    value_labels: float | None = None,
 ) -> str:
     """Generates `num` CHART-Info charts into `raw` and builds them (synthetic_2019) into
     `data_dir`; reuses an earlier identical build (its `corpus.json` stamp). Returns the
@@ -52,6 +54,9 @@ def chart_info(
         "max_categories": max_categories,
         "max_topics": max_topics,
     }
+    # Stamped only when set, so corpora built before these options stay reusable.
+    extra = {"max_series": max_series, "value_labels": value_labels}
+    want.update({k: v for k, v in extra.items() if v is not None})
     if os.path.exists(stamp):
         with open(stamp) as f:
             if json.load(f) == want:
@@ -68,6 +73,8 @@ def chart_info(
         size=tuple(size),
         max_categories=max_categories,
         max_topics=max_topics,
+        max_series=max_series,
+        value_labels=value_labels,
     )
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
     with open(stamp, "w") as f:

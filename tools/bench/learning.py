@@ -114,6 +114,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--size", type=synth_size, default=(640, 480), help="image WIDTHxHEIGHT")
     p.add_argument("--max_categories", type=int, default=3, help="table rows per chart")
     p.add_argument("--max_topics", type=int, default=4, help="topics drawn from")
+    p.add_argument("--max_series", type=int, default=None, help="series per bar chart (cap)")
+    p.add_argument(
+        "--value_labels",
+        type=float,
+        default=None,
+        help="point size of each bar's value printed on it (default: none, as the release)",
+    )
+    p.add_argument(
+        "--prompt",
+        choices=("deplot", "none"),
+        default="deplot",
+        help="deplot: DePlot's prompt rendered as a header; none: the chart alone",
+    )
     p.add_argument("--eval_every", type=int, default=150)
     p.add_argument(
         "--batch",
@@ -221,6 +234,29 @@ def eval_step0(task, workdir: str, seed: int) -> dict:
         )
 
 
+def reads_values(workdir: str, step: int, baselines: dict, seed: int) -> dict:
+    """Whether values are read off the chart: step `step`'s held-out RMS F1 with the title rows
+    removed, against the best constant prediction's on the same charts (the best of
+    `baselines` on the held-out charts themselves, which favours the constant), with a paired
+    bootstrap interval of the difference over charts. `margin_ci95` above 0: the gain is larger
+    than the noise of this held-out set."""
+    rows = learning_curve.read_predictions(workdir, step)
+    targets = [r["target"] for r in rows]
+    model = learning_curve.rms_f1_per_chart([r["prediction"] for r in rows], targets, False)
+    name, best = max(baselines.items(), key=lambda kv: kv[1]["rms_f1_no_title"])
+    const = learning_curve.rms_f1_per_chart([best["prediction"]] * len(rows), targets, False)
+    boot = learning_curve.paired_bootstrap(model, const, seed)
+    return {
+        "rms_f1_no_title": float(model.mean()),
+        "best_constant": name,
+        "best_constant_rms_f1_no_title": float(const.mean()),
+        "margin": boot["mean"],
+        "margin_ci95": boot["ci95"],
+        "charts_scoring_above_0": int((model > 0).sum()),
+        "beats_constant": boot["ci95"][0] > 0,
+    }
+
+
 def run(args) -> dict:
     import gin
     import jax
@@ -245,6 +281,8 @@ def run(args) -> dict:
         "size": args.size,
         "max_categories": args.max_categories,
         "max_topics": args.max_topics,
+        "max_series": args.max_series,
+        "value_labels": args.value_labels,
     }
     corpora.chart_info(
         os.path.join(out, "raw_train"),
@@ -275,6 +313,7 @@ def run(args) -> dict:
     t = time.time()
     features = seq2seq.Features()
     splits = {"train_split": "train", "eval_splits": ("train",)}
+    splits["prompt"] = deplot.PROMPT if args.prompt == "deplot" else ""
     train_task = deplot.make_task(
         data_dir=os.path.join(out, "tfds_train"), features=features, **splits
     )
@@ -302,7 +341,7 @@ def run(args) -> dict:
     t = time.time()
     eval_step0(task, workdir, args.seed)
     phases["step0_eval_s"] = time.time() - t
-    t = time.time()
+    t, cpu = time.time(), harness.cpu_seconds()
     result = train_lib.train(
         workdir,
         task=task,
@@ -311,6 +350,7 @@ def run(args) -> dict:
         eval_every=args.eval_every,
     )
     phases["train_s"] = time.time() - t
+    train_cpu_s = harness.cpu_seconds() - cpu
     gin.clear_config()
 
     curve = learning_curve.read_curve(workdir)
@@ -354,6 +394,10 @@ def run(args) -> dict:
     summary["beats_constant_baselines"] = all(
         last["rms_f1"] > b["rms_f1"] for b in summary["constant_baselines"].values()
     )
+    summary["reads_values"] = reads_values(
+        workdir, last["step"], summary["constant_baselines"], args.seed
+    )
+    summary["train_cpu_s"] = train_cpu_s
     learning_curve.plot(
         curve,
         losses,
