@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from chartjax.tasks import (
     chart_info,
+    chart_info_text,
     chart_to_text,
     chartcheck,
     chartcheck_classifier,
@@ -29,6 +30,7 @@ TASKS = {
     "chartcheck_classifier": chartcheck_classifier.make_task,
     "chart_to_text": chart_to_text.make_task,
     "chart_info": chart_info.make_task,
+    "chart_info_text": chart_info_text.make_task,
     "deplot": deplot.make_task,
     "synthetic": synthetic.make_task,
     "synthetic_seq2seq": seq2seq_synthetic.make_task,
