@@ -53,8 +53,10 @@ def train(
     character_coverage: float = 0.9999,
     input_sentence_size: int = 10_000_000,
     hard_vocab_limit: bool = True,
+    split_digits: bool = False,
 ) -> str:
-    """Train on `texts` (one sentence each; newlines inside are split off) -> `<out>.model`."""
+    """Train on `texts` (one sentence each; newlines inside are split off) -> `<out>.model`.
+    `split_digits`: every digit its own piece (numbers are read digit by digit)."""
     import sentencepiece as spm
 
     def sentences():
@@ -79,6 +81,7 @@ def train(
         input_sentence_size=input_sentence_size,
         shuffle_input_sentence=True,
         hard_vocab_limit=hard_vocab_limit,
+        split_digits=split_digits,
         minloglevel=2,
     )
     return out_prefix + ".model"

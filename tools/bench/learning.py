@@ -144,6 +144,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="target tokens (longer held-out tables are scored in full)",
     )
     p.add_argument("--vocab_size", type=int, default=1024)
+    p.add_argument("--split_digits", action="store_true", help="one vocabulary piece per digit")
     p.add_argument("--emb_dim", type=int, default=128)
     p.add_argument("--layers", type=int, default=2, help="encoder and decoder layers each")
     p.add_argument("--workers", type=int, default=2, help="chart rendering processes")
@@ -165,7 +166,7 @@ def synth_size(text: str) -> tuple[int, int]:
     return synth.parse_size(text)
 
 
-def train_vocab(raw: str, out_prefix: str, vocab_size: int) -> str:
+def train_vocab(raw: str, out_prefix: str, vocab_size: int, split_digits: bool = False) -> str:
     from chartjax.tasks import deplot
     from chartjax.tools import train_vocab as tv
 
@@ -173,7 +174,9 @@ def train_vocab(raw: str, out_prefix: str, vocab_size: int) -> str:
     for path in sorted(glob.glob(os.path.join(raw, "tables", "*.txt"))):
         with open(path, encoding="utf-8") as f:
             texts.append(f.read())
-    return tv.train(texts, out_prefix, vocab_size=vocab_size, hard_vocab_limit=False)
+    return tv.train(
+        texts, out_prefix, vocab_size=vocab_size, hard_vocab_limit=False, split_digits=split_digits
+    )
 
 
 # ------------------------------------------------------------------ run -----------------
@@ -301,7 +304,10 @@ def run(args) -> dict:
     phases["corpora_s"] = time.time() - t
     t = time.time()
     vocab_file = train_vocab(
-        os.path.join(out, "raw_train"), os.path.join(out, "vocab", "spm"), args.vocab_size
+        os.path.join(out, "raw_train"),
+        os.path.join(out, "vocab", "spm"),
+        args.vocab_size,
+        args.split_digits,
     )
     from chartjax.data.vocab import Vocabulary
 
