@@ -437,6 +437,26 @@ def write_json_dir(rows: Sequence[Mapping[str, Any]], out_dir: str) -> list[str]
     return paths
 
 
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m chartjax.tasks.chart_info_text --predictions P.jsonl --out DIR`."""
+    import argparse
+
+    from chartjax.metrics import prediction_files
+
+    ap = argparse.ArgumentParser(description=write_json_dir.__doc__)
+    ap.add_argument("--predictions", required=True, help="an evaluation's predictions.jsonl")
+    ap.add_argument("--out", required=True, help="folder for the <id>.json files")
+    args = ap.parse_args(argv)
+    numbered = list(prediction_files.iter_jsonl(args.predictions))
+    bad = [n for n, r in numbered if not isinstance(r.get("official"), dict)]
+    if bad:
+        raise SystemExit(
+            f"{args.predictions}: line {bad[0]} has no 'official' object (not a CHART-Info "
+            "task 2/4/5/6a evaluation)"
+        )
+    print(f"{len(write_json_dir([r for _, r in numbered], args.out))} files in {args.out}")
+
+
 # ------------------------------------------------------------------ the task ---------------
 
 
@@ -489,3 +509,7 @@ def make_task(
         shuffle_buffer=shuffle_buffer,
         encoded_keys=("image",),
     )
+
+
+if __name__ == "__main__":
+    main()
