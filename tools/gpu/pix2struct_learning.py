@@ -2,21 +2,24 @@
 install (issue 15, item 7): trains a DePlot-style Pix2Struct from scratch on generated CHART-Info
 charts and prints held-out RMS F1 with and without the title row against the best constant table.
 
-Generate the corpus HERE (a full chartjax environment; ~3,200 charts, ~45 MiB at compression 9,
-which with the repository fits the device machine's 64 MiB upload; plain bar charts with each
-value printed on its bar, the charts bench/learning.py reads values off on CPU):
+Generate the corpus HERE (a full chartjax environment), as a tarball the device machine's
+64 MiB upload can carry (~18 KB a chart packed: 2,600 charts ~47 MB; the pretty-printed JSON
+packs 4x): plain bar charts with each value printed on its bar, the charts bench/learning.py
+reads values off on CPU:
 
-    for s in train:3000:1 heldout:200:2; do IFS=: read name num seed <<< "$s"
-      chartjax-synth chart_info --out runs/gpu_data/$name --num $num --seed $seed \\
-        --types "Grouped vertical bar" --size 480x360 --max-categories 3 --max-series 1 \\
+    for s in train:2400:1 heldout:200:2; do IFS=: read name num seed <<< "$s"
+      chartjax-synth chart_info --out runs/gpu_data/$name --num $num --seed $seed \
+        --types "Grouped vertical bar" --size 480x360 --max-categories 3 --max-series 1 \
         --max-topics 4 --value-labels 16 --png-compression 9 --workers 2; done
-    cp "$(python -c 'from chartjax.data import render; print(render.default_font_path())')" \\
+    cp "$(python -c 'from chartjax.data import render; print(render.default_font_path())')" \
         runs/gpu_data/   # the header font (the device machine may have no matplotlib)
+    tar czf runs/gpu_data.tar.gz -C runs gpu_data
 
-and run it THERE (repository root; runs/ is git-ignored, so the run tool carries it with
-carry=["runs/gpu_data"]):
+and run it THERE from the repository root (runs/ is git-ignored: the run tool carries the
+tarball with carry=["runs/gpu_data.tar.gz"]):
 
-    PYTHONPATH=. python tools/gpu/pix2struct_learning.py --data runs/gpu_data --out $OUT/p2s
+    tar xzf runs/gpu_data.tar.gz -C /tmp && \
+        PYTHONPATH=. python tools/gpu/pix2struct_learning.py --data /tmp/gpu_data --out $OUT/p2s
 
 What it does, with the package's TF-free code only (models/pix2struct.py, models/losses.py,
 models/decoding.py, tasks/chart_info_tables.py, metrics/tables.py, data/render.py,
@@ -69,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--weight_decay", type=float, default=0.01)
     p.add_argument("--max_patches", type=int, default=1024)
-    p.add_argument("--max_target_len", type=int, default=160, help="target characters + EOS")
+    p.add_argument("--max_target_len", type=int, default=192, help="target characters + EOS")
     p.add_argument("--emb_dim", type=int, default=384)
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--mlp_dim", type=int, default=1024)
@@ -366,9 +369,8 @@ def run(args) -> dict:
     load_s = time.time() - t
 
     model = make_model(args, vocab.vocab_size)
-    schedule = optax.warmup_cosine_decay_schedule(
-        0.0, args.lr, min(args.warmup, args.steps), max(args.steps, 1)
-    )
+    warmup = max(min(args.warmup, args.steps - 1), 0)  # cosine decay needs steps > warmup
+    schedule = optax.warmup_cosine_decay_schedule(0.0, args.lr, warmup, max(args.steps, warmup + 1))
     tx = optax.chain(
         optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=args.weight_decay)
     )
