@@ -115,3 +115,58 @@ def test_two_step_cpu_run_without_tensorflow_or_gin(data, tmp_path):
     assert all(np.isfinite(x[1]) and x[1] > 0 for x in result["train_loss"])
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["0", "1", "2"]
+
+
+def _png(rows: np.ndarray, filters: list[int], channels: int) -> bytes:
+    """A PNG of uint8 `rows` [H, W*C] with the given filter type per row (Avg and None only:
+    the test's own encoder, so the decoder meets a filter PIL does not write)."""
+    import struct
+    import zlib
+
+    h, wc = rows.shape
+    out = []
+    for y, kind in enumerate(filters):
+        line = rows[y].astype(np.int32)
+        if kind == 3:
+            up = rows[y - 1].astype(np.int32) if y else np.zeros(wc, np.int32)
+            left = np.concatenate([np.zeros(channels, np.int32), line[:-channels]])
+            line = (line - (left + up) // 2) & 255
+        out.append(bytes([kind]) + line.astype(np.uint8).tobytes())
+
+    def chunk(kind, body):
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    head = struct.pack(">IIBBBBB", wc // channels, h, 8, {3: 2, 4: 6}[channels], 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", head)
+        + chunk(b"IDAT", zlib.compress(b"".join(out)))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_png_decoder_for_a_machine_without_pil(data, tmp_path):
+    from PIL import Image
+
+    # the generator's PNG (filter Up on every row, RGBA, opaque)
+    path = data / "train" / "png" / "0.png"
+    want = np.asarray(Image.open(path).convert("RGB"))
+    np.testing.assert_array_equal(gpu.decode_png(str(path)), want)
+    # PIL's own PNGs use Sub, Up and Paeth (adaptive filtering)
+    rng = np.random.default_rng(0)
+    img = (np.add.outer(np.arange(30), np.arange(40))[..., None] * [3, 5, 7] % 256).astype(np.uint8)
+    img[5:10, 5:20] = rng.integers(0, 256, (5, 15, 3))
+    Image.fromarray(img).save(tmp_path / "pil.png")
+    np.testing.assert_array_equal(gpu.decode_png(str(tmp_path / "pil.png")), img)
+    # Avg and None rows, and alpha composited on white: (c*a + 255*(255-a)) / 255, rounded
+    rgba = rng.integers(0, 256, (6, 5, 4)).astype(np.uint8)
+    rgba[..., 3] = [[255, 0, 128, 64, 255]] * 6
+    (tmp_path / "avg.png").write_bytes(_png(rgba.reshape(6, 20), [3, 0, 3, 3, 0, 3], 4))
+    a = rgba[..., 3:].astype(int)
+    blend = (rgba[..., :3].astype(int) * a + 255 * (255 - a) + 127) // 255
+    np.testing.assert_array_equal(gpu.decode_png(str(tmp_path / "avg.png")), blend)
+    with pytest.raises(ValueError, match="not a PNG"):
+        (tmp_path / "x.png").write_bytes(b"GIF89a")
+        gpu.decode_png(str(tmp_path / "x.png"))

@@ -106,9 +106,6 @@ def load_corpus(root: str, limit: int = 0) -> tuple[list[str], list[np.ndarray],
     """(ids, uint8 RGB images, DePlot targets) of a chart_info release-layout folder
     (`png/<stem>.png`, `json_gt/<stem>.json`), in stem order; charts without a data series
     (pies, donuts) are skipped."""
-    from PIL import Image
-
-    from chartjax.data.images import to_rgb
     from chartjax.tasks.chart_info_tables import chart_table
 
     ann = _annotations_module()
@@ -134,9 +131,7 @@ def load_corpus(root: str, limit: int = 0) -> tuple[list[str], list[np.ndarray],
         )
         if table is None:
             continue
-        png = os.path.join(root, "png", stem + ".png")
-        with Image.open(png) as im:
-            images.append(np.asarray(to_rgb(im)))
+        images.append(read_png(os.path.join(root, "png", stem + ".png")))
         ids.append(stem)
         targets.append(table)
         if limit and len(ids) == limit:
@@ -146,6 +141,81 @@ def load_corpus(root: str, limit: int = 0) -> tuple[list[str], list[np.ndarray],
     return ids, images, targets
 
 
+def read_png(path: str) -> np.ndarray:
+    """uint8 RGB of a PNG: PIL when it is installed (as chartjax.data.images does), else
+    `decode_png`."""
+    try:
+        from PIL import Image
+
+        from chartjax.data.images import to_rgb
+    except ImportError:
+        return decode_png(path)
+    with Image.open(path) as im:
+        return np.asarray(to_rgb(im))
+
+
+def decode_png(path: str) -> np.ndarray:
+    """8-bit RGB/RGBA non-interlaced PNG -> uint8 RGB, alpha composited on white, with zlib and
+    numpy only: the device machine need not have PIL (jax, flax and torch do not pull it in).
+    Hand-written for the generator's files (chartjax.synth writes filter type Up on every row);
+    the other filter types are undone row by row, slowly but exactly (tested against PIL)."""
+    import struct
+    import zlib
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG file")
+    pos, idat, head = 8, [], None
+    while pos < len(data):
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            head = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+    if head is None:
+        raise ValueError(f"{path}: no IHDR chunk")
+    w, h, depth, color, _, _, interlace = head
+    channels = {2: 3, 6: 4}.get(color)
+    if depth != 8 or channels is None or interlace:
+        raise ValueError(f"{path}: only 8-bit RGB/RGBA non-interlaced PNGs (no PIL here)")
+    raw = np.frombuffer(zlib.decompress(b"".join(idat)), np.uint8).reshape(h, 1 + w * channels)
+    filters, rows = raw[:, 0], raw[:, 1:].astype(np.int32)
+    out = np.zeros((h, w * channels), np.int32)
+    for y in range(h):
+        up = out[y - 1] if y else np.zeros(w * channels, np.int32)
+        line, kind = rows[y], int(filters[y])
+        if kind == 0:
+            out[y] = line
+        elif kind == 2:
+            out[y] = (line + up) & 255
+        elif kind == 1:  # Sub: a running sum per channel
+            out[y] = np.cumsum(line.reshape(w, channels), axis=0).reshape(-1) & 255
+        elif kind in (3, 4):
+            cur = out[y]
+            for x in range(w * channels):
+                left = cur[x - channels] if x >= channels else 0
+                corner = up[x - channels] if x >= channels else 0
+                if kind == 3:
+                    pred = (left + up[x]) // 2
+                else:  # Paeth
+                    p = left + up[x] - corner
+                    pa, pb, pc = abs(p - left), abs(p - up[x]), abs(p - corner)
+                    pred = left if pa <= pb and pa <= pc else (up[x] if pb <= pc else corner)
+                cur[x] = (line[x] + pred) & 255
+        else:
+            raise ValueError(f"{path}: row {y} has filter type {kind}")
+    pixels = out.reshape(h, w, channels)
+    if channels == 3:
+        return pixels.astype(np.uint8)
+    rgb, alpha = pixels[..., :3], pixels[..., 3:]
+    return ((rgb * alpha + 255 * (255 - alpha) + 127) // 255).astype(np.uint8)
+
+
 def _stem_key(stem: str):
     return (0, int(stem), "") if stem.isdigit() else (1, 0, stem)
 
@@ -153,7 +223,10 @@ def _stem_key(stem: str):
 def with_header(images: list[np.ndarray], prompt: str, font: str | None) -> np.ndarray:
     """The model's views stacked into one uint8 array [N, H, W, 3] (one size for all)."""
     if prompt:
-        from chartjax.data.render import render_header
+        try:
+            from chartjax.data.render import render_header
+        except ImportError as e:
+            raise ImportError(f"the header needs PIL ({e}): run with --prompt none") from e
 
         images = [render_header(im, prompt, font_path=font) for im in images]
     shapes = {im.shape for im in images}
