@@ -34,12 +34,18 @@ def load_weights(fmt: str, path: str, model_fn) -> tuple[dict, dict]:
             raise FileNotFoundError(f"init checkpoint ({fmt}) not found: {path!r}")
         from chartjax.interop import chartjax_ckpt, hf
 
-        model, _ = hf.load(path)
+        model, _ = hf.load(path, box_embedding=_box_embedding(model_fn))
         return (
             nnx.to_pure_dict(nnx.state(model, nnx.Param)),
             nnx.to_pure_dict(nnx.state(model, chartjax_ckpt.BUFFERS)),
         )
     return _load_params(fmt, path, model_fn), {}
+
+
+def _box_embedding(model_fn) -> bool:
+    """Whether `model_fn` builds a T5 with the OCR box layer (which HF checkpoints lack)."""
+    cfg = getattr(nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0))), "cfg", None)
+    return bool(getattr(cfg, "box_embedding", False))
 
 
 def _load_params(fmt: str, path: str, model_fn) -> dict:
@@ -56,7 +62,7 @@ def _load_params(fmt: str, path: str, model_fn) -> dict:
     if fmt == "hf":
         from chartjax.interop import hf
 
-        model, _ = hf.load(path)
+        model, _ = hf.load(path, box_embedding=_box_embedding(model_fn))
         return nnx.to_pure_dict(nnx.state(model, nnx.Param))
     # chartjax: a train-loop checkpoint step folder (<workdir>/checkpoints/<step>), or a
     # `chartjax-convert` params checkpoint (config.json + params/). Restored into the model's

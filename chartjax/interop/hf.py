@@ -12,9 +12,11 @@ Neither transformers nor torch is imported otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable
 
 import numpy as np
@@ -32,9 +34,25 @@ _T5_ATTN = {"query": "q", "key": "k", "value": "v", "out": "o"}
 _P2S_ATTN = {"query": "query", "key": "key", "value": "value", "out": "output"}
 
 
+# chartjax-only T5 parameters: HF's T5 has no input for them. `box_embedding` (the OCR boxes'
+# layer, models/t5.py) loads as its zero init from an HF checkpoint, with a warning, and a model
+# that has it is refused by `save`: HF T5 would silently drop the boxes.
+T5_ONLY = ("box_embedding",)
+
+
+class NotInHF(ValueError):
+    """A parameter that the HF layout of the family cannot hold."""
+
+
 def _t5_name(path: Path) -> tuple[str, bool]:
     """chartjax T5 parameter path -> (HF name, transpose)."""
     p = list(path)
+    if p[0] in T5_ONLY:
+        raise NotInHF(
+            f"{'.'.join(map(str, path))}: HF T5 has no input for OCR boxes (T5Config."
+            "box_embedding), so this model cannot be written as an HF checkpoint; keep its "
+            "chartjax checkpoint"
+        )
     if p == ["token_embedder", "embedding"]:
         return "shared.weight", False
     stack = p[0]
@@ -383,7 +401,15 @@ def load_params(
     state = nnx.state(model)
     flat = nnx.to_flat_state(state)
     for n, (path, var) in enumerate(flat):
-        if isinstance(var, nnx.Param):
+        if isinstance(var, nnx.Param) and _chartjax_only(model, path):
+            if isinstance(var.get_value(), jax.ShapeDtypeStruct):
+                var.set_value(jnp.zeros(var.shape, jnp.float32))  # its initializer (t5.py)
+            warnings.warn(
+                f"{where}: the HF checkpoint has no {'.'.join(map(str, path))} (chartjax's OCR "
+                "box layer): initialised to zeros, so the model starts as the checkpoint",
+                stacklevel=2,
+            )
+        elif isinstance(var, nnx.Param):
             name, transpose = name_of(tuple(path))
             arr = np.asarray(_lookup(tensors, name, where), dtype=np.float32)
             if transpose:
@@ -398,14 +424,27 @@ def load_params(
     nnx.update(model, nnx.from_flat_state(flat))
 
 
-def load(path: str, *, dtype: str = "float32", seed: int = 0):
-    """Load an HF checkpoint directory -> (chartjax model, config)."""
+def _chartjax_only(model, path) -> bool:
+    return isinstance(model, t5_lib.T5Transformer) and path[0] in T5_ONLY
+
+
+def load(path: str, *, dtype: str = "float32", seed: int = 0, box_embedding: bool = False):
+    """Load an HF checkpoint directory -> (chartjax model, config).
+
+    `box_embedding`: a T5 with the OCR box layer (T5Config.box_embedding), which no HF
+    checkpoint has: it starts at zero (a warning says so), the rest is the checkpoint's."""
     cfg_file = os.path.join(path, "config.json")
     with open(cfg_file) as f:
         raw = json.load(f)
     if raw.get("model_type") in FAMILIES:
+        if box_embedding:
+            raise ValueError(f"{cfg_file}: box_embedding is a T5 option, not {raw['model_type']}")
         return _family(raw["model_type"]).load(path, dtype=dtype, seed=seed)
     cfg = config_from_hf(raw, dtype=dtype, where=cfg_file)
+    if box_embedding:
+        if not isinstance(cfg, T5Config):
+            raise ValueError(f"{cfg_file}: box_embedding is a T5 option, not pix2struct")
+        cfg = dataclasses.replace(cfg, box_embedding=True)
     build = p2s_lib.build if isinstance(cfg, Pix2StructConfig) else t5_lib.build
     model = nnx.eval_shape(lambda: build(cfg, seed))
     load_params(model, _read_tensors(path), where=path, seed=seed)
@@ -448,10 +487,10 @@ def save(model, path: str, *, safe_serialization: bool = True, labels=None) -> N
             safe_serialization=safe_serialization,
         )
         return
+    tensors = to_hf_tensors(model)  # first: a model HF cannot hold leaves no folder behind
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config_to_hf(model.cfg), f, indent=2)
-    tensors = to_hf_tensors(model)
     if safe_serialization:
         from safetensors.numpy import save_file
 

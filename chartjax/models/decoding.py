@@ -20,7 +20,9 @@ NEG = -1.0e9
 
 
 def _encoder_batch(batch) -> dict:
-    return {"encoder_input_tokens": jnp.asarray(batch["encoder_input_tokens"])}
+    # T5 with OCR boxes (models/t5.py) also reads encoder_input_boxes.
+    keys = ("encoder_input_tokens", "encoder_input_boxes")
+    return {k: jnp.asarray(batch[k]) for k in keys if k in batch}
 
 
 def _ids(model, eos_id, start_id):

@@ -52,6 +52,9 @@ class T5Config:
     eos_id: int = 1
     decoder_start_token_id: int = 0
     attention_impl: str = "dot_product"  # ATTENTION_IMPLS above
+    # OCR boxes: a bias-free 4 -> emb_dim layer (zero at init) adds `encoder_input_boxes` to the
+    # encoder's token embeddings (Chart-to-Text OCR-T5 with boxes; models/t5.py).
+    box_embedding: bool = False
 
     def __post_init__(self):
         _check_positive(

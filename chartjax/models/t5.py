@@ -4,6 +4,17 @@ Structure and names follow flaxformer's T5 (T5X checkpoint names, models.md §1.
 layers, one relative-position table per stack (bidirectional in the encoder, causal in the
 decoder), a shared `token_embedder`, untied `logits_dense` unless `logits_via_embedding`.
 
+With `T5Config.box_embedding` the encoder also reads `encoder_input_boxes [B, S, 4]` (one OCR
+box per input token, [0, 1] coordinates, zeros where a token has none; chartjax/tasks/ocr_boxes.py)
+through a bias-free linear layer `box_embedding` whose output is added to the token embeddings,
+as the Chart-to-Text paper's OCR-T5 with boxes ("feed the bounding box coordinates ... into a
+linear layer to produce positional embeddings, added to the corresponding embeddings of the OCR
+tokens", after Tan & Bansal 2019). Its kernel starts at zero, so a pretrained T5 computes exactly
+what it did before fine-tuning; the kernel still learns from the first step (its gradient is the
+boxes times the embeddings' gradient). No bias: the zero box of a token without one (prefix,
+title, separators, padding) then adds nothing at any weights. Whether the paper's layer had a
+bias, and its initialization, are [unverified] (its Appendix A.3 is not in the seed).
+
 Decoding uses explicit caches (a pytree of arrays) so the loops in `decoding.py` are pure
 `lax.while_loop`s: `init_cache` projects the encoder keys/values once per layer and allocates the
 self-attention caches; `decode_step` runs one token.
@@ -290,14 +301,37 @@ class T5Transformer(nnx.Module):
         )
         self.encoder = EncoderStack(cfg, relative_bias=True, rngs=rngs)
         self.decoder = Decoder(cfg, own_embedder=False, rngs=rngs)
+        self.box_embedding = (
+            Dense(
+                4,
+                cfg.emb_dim,
+                (None, "embed"),
+                kernel_init=jax.nn.initializers.zeros,
+                rngs=rngs,
+            )
+            if cfg.box_embedding
+            else None
+        )
 
     def encoder_mask(self, batch) -> jax.Array:
         return batch["encoder_input_tokens"] > 0
 
+    def embed_inputs(self, batch) -> jax.Array:
+        """Token embeddings of the encoder input (+ the box embeddings when boxes are given)."""
+        x = self.token_embedder(batch["encoder_input_tokens"])
+        boxes = batch.get("encoder_input_boxes")
+        if boxes is None:
+            return x
+        if self.box_embedding is None:
+            raise ValueError(
+                "the batch has encoder_input_boxes but T5Config.box_embedding is False: set "
+                "T5Config.box_embedding = True to use the OCR boxes"
+            )
+        return x + self.box_embedding(boxes.astype(jnp.float32)).astype(x.dtype)
+
     def encode(self, batch, deterministic: bool = True) -> jax.Array:
-        tokens = batch["encoder_input_tokens"]
         return self.encoder(
-            self.token_embedder(tokens), self.encoder_mask(batch), deterministic=deterministic
+            self.embed_inputs(batch), self.encoder_mask(batch), deterministic=deterministic
         )
 
     def __call__(self, batch, *, deterministic: bool) -> jax.Array:
