@@ -13,6 +13,7 @@ import pytest
 from chartjax.data import sources
 from chartjax.metrics import chart_info as ci
 from chartjax.tasks import catalog
+from chartjax.tasks import chart_info_lines as cl
 from chartjax.tasks import chart_info_text as ct
 from chartjax.tasks.task import ScoreInputs
 from tests.tasks.test_chart_info import SPLITS
@@ -25,16 +26,16 @@ SIZE = (1280, 960)
 
 def test_grid_hand_values():
     # q = round(v * 999 / size): 516 * 999 / 1280 = 402.73 -> 403; back 403 * 1280 / 999.
-    assert ct.quantize(516, 1280) == 403 and ct.quantize(47, 960) == 49
-    assert ct.dequantize(403, 1280) == pytest.approx(516.3564, abs=1e-4)
-    assert (ct.quantize(0, 1280), ct.quantize(1280, 1280)) == (0, 999)  # exact ends
-    assert ct.dequantize(999, 1280) == 1280.0
-    assert (ct.quantize(-3, 100), ct.quantize(2000, 100)) == (0, 999)  # outside: clamped
+    assert cl.quantize(516, 1280) == 403 and cl.quantize(47, 960) == 49
+    assert cl.dequantize(403, 1280) == pytest.approx(516.3564, abs=1e-4)
+    assert (cl.quantize(0, 1280), cl.quantize(1280, 1280)) == (0, 999)  # exact ends
+    assert cl.dequantize(999, 1280) == 1280.0
+    assert (cl.quantize(-3, 100), cl.quantize(2000, 100)) == (0, 999)  # outside: clamped
 
 
 def _round_trip(mode, output, size=SIZE, ids=()):
-    text = ct.serialize(mode, output, size)
-    parsed = ct.parse(mode, text, size, ids)
+    text = cl.serialize(mode, output, size)
+    parsed = cl.parse(mode, text, size, ids)
     assert parsed.malformed == [] and parsed.unknown_ids == 0
     return text, parsed
 
@@ -74,7 +75,7 @@ def test_on_grid_outputs_round_trip_perfectly():
     gt = {"a": {"task1": {"output": {"chart_type": "Vertical bar"}}}}
     for mode, out in outputs.items():
         text, parsed = _round_trip(mode, out, size, ids=[3, 14])
-        key = ct.official_key(mode)
+        key = cl.official_key(mode)
         g, p = {"a": {**gt["a"], key: {"output": out}}}, {"a": {key: {"output": parsed.output}}}
         sizes = {"a": size}
         if mode in ("task4", "task6a"):
@@ -89,7 +90,7 @@ def test_task6a_grammar_per_element_kind():
     ve = {
         "bars": [{"x0": 0, "y0": 0, "width": 640, "height": 480}],
         "boxplots": [
-            {s: {"x": 100, "y": 100 + 10 * i, "_bb": {}} for i, s in enumerate(ct.BOX_ORDER)}
+            {s: {"x": 100, "y": 100 + 10 * i, "_bb": {}} for i, s in enumerate(cl.BOX_ORDER)}
         ],
         "lines": [[{"x": 0, "y": 960}, {"x": 1280, "y": 0}]],
         "scatter points": [[{"x": 640, "y": 480}]],  # PMC: one list per series
@@ -107,7 +108,7 @@ def test_task6a_grammar_per_element_kind():
         {"x0": 0.0, "y0": 0.0, "width": 500 * 1280 / 999, "height": 500 * 960 / 999}
     )
     assert out["lines"] == [[{"x": 0.0, "y": 960.0}, {"x": 1280.0, "y": 0.0}]]
-    assert list(out["boxplots"][0]) == list(ct.BOX_ORDER)
+    assert list(out["boxplots"][0]) == list(cl.BOX_ORDER)
     assert len(out["scatter points"]) == 1  # written flat
 
 
@@ -119,12 +120,12 @@ def test_malformed_lines_are_counted_never_scored():
         "task6a": ("bar 1 2 3 4\nbox 1 2\nline 1 2 3\npoint 5 6\nline 1 2 3 4\ncircle 1 2", 3, 3),
     }
     for mode, (text, good, bad) in cases.items():
-        parsed = ct.parse(mode, text, SIZE, ids=[3, 14])
+        parsed = cl.parse(mode, text, SIZE, ids=[3, 14])
         assert (parsed.items, len(parsed.malformed)) == (good, bad), mode
-    assert ct.parse("task4", "x 3 10 20\ny 9 5 5", SIZE, ids=[3]).unknown_ids == 1
-    assert ct.parse("task2", "1 2 3 4", SIZE).output["text_blocks"][0]["text"] == ""
+    assert cl.parse("task4", "x 3 10 20\ny 9 5 5", SIZE, ids=[3]).unknown_ids == 1
+    assert cl.parse("task2", "1 2 3 4", SIZE).output["text_blocks"][0]["text"] == ""
     texts = ["10 20 30 40 ok\ngarbage", "garbage only", "", "10 20 30 40 ok"]
-    counts = ct.parse_counts([ct.parse("task2", t, SIZE) for t in texts], texts)
+    counts = cl.parse_counts([cl.parse("task2", t, SIZE) for t in texts], texts)
     assert counts == {
         "num_items": 2,
         "num_malformed_items": 2,
@@ -144,7 +145,7 @@ def test_export_refuses_rows_without_official_json(tmp_path):
 def test_unparseable_output_scores_as_an_empty_prediction():
     gt = {"text_blocks": [{"id": 0, "bb": {"x0": 10, "y0": 10, "width": 100, "height": 20}}]}
     gt["text_blocks"][0]["text"] = "sales"
-    good = ct.serialize("task2", gt, SIZE)
+    good = cl.serialize("task2", gt, SIZE)
     records = [
         {"id": k, "meta": {"size": list(SIZE), "gt": gt, "chart_type_raw": "Line", "ids": []}}
         for k in ("a", "b")
@@ -176,7 +177,7 @@ def test_polygon_ground_truth_and_header():
     assert gt["text_blocks"][0]["polygon"] == {
         "x0": 50.0, "y0": 90.0, "x1": 60.0, "y1": 90.0, "x2": 60.0, "y2": 95.0, "x3": 50.0, "y3": 95.0
     }  # fmt: skip
-    assert ct.serialize("task2", {"text_blocks": gt["text_blocks"][:1]}, (999, 999)) == (
+    assert cl.serialize("task2", {"text_blocks": gt["text_blocks"][:1]}, (999, 999)) == (
         "90 50 95 60 10"
     )
     # Task 4's header: the tick labels only, in reading order (y, then x).
@@ -209,11 +210,11 @@ def test_generated_charts_round_trip_to_the_grid_ceiling(tmp_path):
         "task6a": ("score", 0.9925077),
     }
     for mode, (name, value) in want.items():
-        key = ct.official_key(mode)
+        key = cl.official_key(mode)
         pred = {}
         for k, doc in docs.items():
-            text = ct.serialize(mode, (doc[key] or {}).get("output"), sizes[k])
-            parsed = ct.parse(mode, text, sizes[k])
+            text = cl.serialize(mode, (doc[key] or {}).get("output"), sizes[k])
+            parsed = cl.parse(mode, text, sizes[k])
             assert parsed.malformed == []
             pred[k] = {key: {"output": parsed.output}}
         if mode in ("task4", "task6a"):
@@ -233,7 +234,7 @@ def test_generated_charts_round_trip_to_the_grid_ceiling(tmp_path):
 def dummy_records(tfds_dir):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
     out = {}
-    for mode in ct.MODES:
+    for mode in cl.MODES:
         source = sources.TfdsSource(
             "chart_info/synthetic_2019",
             data_dir,
@@ -249,7 +250,7 @@ def dummy_records(tfds_dir):
 def test_dummy_records(dummy_records):
     _, records = dummy_records
     # The pie (686) annotates none of these tasks; every other chart annotates all four.
-    for mode in ct.MODES:
+    for mode in cl.MODES:
         assert sorted(records[mode]) == ["21987", "344", "7", "8"], mode
     r4, r5 = records["task4"]["344"], records["task5"]["344"]
     assert r4["prompt"] == "7: 0 | 3: 2005" and r5["prompt"] == "14: 2011"
@@ -260,8 +261,8 @@ def test_dummy_records(dummy_records):
     assert r4["meta"]["size"] == [16, 12] and r4["meta"]["ids"] == [7, 3]
     with open(os.path.join(DUMMY, "json_gt", "344.json")) as f:
         official = json.load(f)
-    for mode in ct.MODES:  # the ground truth is the annotation file's own task output
-        want = official[ct.official_key(mode)]["output"]
+    for mode in cl.MODES:  # the ground truth is the annotation file's own task output
+        want = official[cl.official_key(mode)]["output"]
         got = records[mode]["344"]["meta"]["gt"]
         if mode == "task2":
             want = [{k: b[k] for k in ("id", "text", "bb")} for b in want["text_blocks"]]
@@ -294,7 +295,7 @@ def _official_gt() -> tuple[dict, dict]:
     return gt, sizes
 
 
-@pytest.mark.parametrize("mode", ct.MODES)
+@pytest.mark.parametrize("mode", cl.MODES)
 def test_recipe(mode, tmp_path, vocab_file, tfds_dir):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
     init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"))
