@@ -68,6 +68,10 @@ class Checkpointer:
                     preservation_policy=policies.BestN(
                         get_metric_fn=lambda m: m[best_metric], reverse=best_mode == "min", n=1
                     ),
+                    # Without best_fn Orbax keeps the metrics in memory only: a resumed run
+                    # could not rank the best checkpoints it finds and kept them all.
+                    best_fn=lambda m: m[best_metric],
+                    best_mode=best_mode,
                     create=True,
                     enable_async_checkpointing=async_save,
                 ),

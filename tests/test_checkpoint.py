@@ -154,6 +154,17 @@ def test_save_best_keeps_only_the_best_step_and_never_touches_the_latest(
     )
 
 
+def test_a_resumed_run_still_ranks_the_best_checkpoint_it_finds(tmp_path):
+    # Each run opens a new Checkpointer; Orbax writes the metrics it ranks by to disk only
+    # when best_fn is set (before, the first run's best was kept beside every later one).
+    best = os.path.join(str(tmp_path), "best")
+    for step, value, on_disk in [(2, 0.5, [2]), (4, 0.3, [2]), (6, 0.7, [6])]:
+        ck = ckpt_lib.Checkpointer(str(tmp_path), keep=1, best_metric="score")
+        ck.save_best(step, _state(step=step), _meta(step), {"score": value})
+        ck.close()
+        assert _steps_on_disk(best) == on_disk, step
+
+
 def test_save_best_is_a_no_op_without_the_metric_or_without_best_metric(tmp_path):
     ck = ckpt_lib.Checkpointer(str(tmp_path / "a"), best_metric="accuracy")
     ck.save_best(1, _state(), _meta(1), {"loss": 0.1})  # metric missing from this eval
