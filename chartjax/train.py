@@ -25,6 +25,7 @@ from chartjax import checkpoint as ckpt_lib
 from chartjax import evaluate as eval_lib
 from chartjax import init_checkpoint, optim, plots
 from chartjax import mesh as mesh_lib
+from chartjax import selection as selection_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
 from chartjax.models import flops
@@ -99,13 +100,26 @@ def train(
     eval_every: int = 0,
     eval_batch_size: int | None = None,
     best_metric: str | None = None,
+    selection: selection_lib.BatchEmaSelection | None = None,
     flops_per_example: float | str | None = "auto",
     final_eval: bool = True,
     init_format: str = "random",
     init_path: str | None = None,
     progress: bool = True,
 ) -> dict:
-    """Trains `model_fn` on `task`; returns the last logged metrics (and eval results)."""
+    """Trains `model_fn` on `task`; returns the last logged metrics (and eval results).
+
+    The best checkpoint (`<workdir>/best/`) is chosen by one of two rules: `best_metric`, on
+    the first eval split at each periodic evaluation, or `selection` (chartjax/selection.py),
+    a moving average of one random batch's score after every update; with `selection`, the
+    selected parameters are also evaluated on `selection.final_split` at the end
+    (`<workdir>/eval_best/<split>/step_<N>/`).
+    """
+    if selection is not None and best_metric:
+        raise ValueError(
+            f"train.best_metric={best_metric!r} and train.selection both choose the best "
+            "checkpoint: bind one of them (train.best_metric = None with a selection rule)"
+        )
     # ---------------------------------------------------------------- distributed, mesh --
     mesh_lib.initialize_distributed()
     os.makedirs(workdir, exist_ok=True)
@@ -129,7 +143,9 @@ def train(
     # ---------------------------------------------------------------- model, optimizer --
     tx, sched = optim.make_optimizer()
     spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
-    ckpt = ckpt_lib.Checkpointer(workdir, keep=keep_checkpoints, best_metric=best_metric)
+    ckpt = ckpt_lib.Checkpointer(
+        workdir, keep=keep_checkpoints, best_metric=selection.key if selection else best_metric
+    )
     ckpt.install_sigterm_handler()
     if flops_per_example == "auto":  # analytic count for T5/Pix2Struct on the task's lengths
         flops_per_example = flops.for_task(model_fn, the_task.lengths)
@@ -179,6 +195,24 @@ def train(
     )
     finite_fn = jax.jit(_all_finite, out_shardings=replicated)
     predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
+    selector = None
+    if selection is not None:
+        scorer = selection_lib.make_scorer(
+            selection,
+            the_task,
+            predict_fn,
+            mesh,
+            axis_rules,
+            batch_size=selection.batch_size or eval_batch_size or global_batch_size,
+            seed=seed,
+            start_update=start_step,
+        )
+        selector = selection_lib.Selector(
+            selection,
+            score=scorer,
+            state_shardings=spec.shardings,
+            resumed_meta=resumed[1] if resumed is not None else None,
+        )
 
     def meta_for(step):
         return {
@@ -186,6 +220,7 @@ def train(
             "examples_seen": step * global_batch_size,
             "global_batch_size": global_batch_size,
             "data_seed": seed,
+            **(selector.meta() if selector else {}),
         }
 
     def stop_non_finite(message):
@@ -201,6 +236,8 @@ def train(
                 f"parameters are NaN/Inf at step {step}; not saving. The last good checkpoint "
                 f"is step {ckpt.latest_step()} in {ckpt.dir}"
             )
+        if selector:  # before the checkpoint whose metadata names it
+            selector.write_best(ckpt, meta_for)
         ckpt.save(step, state, meta_for(step), force=force)
 
     def run_evals(step):
@@ -230,6 +267,39 @@ def train(
             ckpt.save_best(step, state, meta_for(step), first)
         return results
 
+    def evaluate_selected(selector, ckpt, state, spec, step):
+        """The selection rule's parameters on its whole final split (the last step's are in
+        eval/); None when no update reached `selection.start`."""
+        best = selector.best(ckpt, state, spec.abstract, spec.shardings)
+        if best is None:
+            log.warning(
+                f"no parameters selected: the run stopped at update {step}, before "
+                f"selection.start={selection.start}"
+            )
+            return None
+        best_step, best_state = best
+        with mesh_lib.activate(mesh, axis_rules):
+            out = eval_lib.evaluate_split(
+                the_task,
+                spec.model_def,
+                best_state,
+                mesh,
+                axis_rules,
+                split=selection.final_split,
+                step=best_step,
+                global_batch_size=eval_batch_size or global_batch_size,
+                out_dir=os.path.join(workdir, "eval_best"),
+                checkpoint=os.path.join(workdir, "best", str(best_step)),
+                predict=predict_fn,
+            )
+        value = selector.tracker.best_value
+        log.info(
+            f"selected update {best_step} ({selection.key}={value:.4f}) on "
+            f"{selection.final_split}: "
+            + ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
+        )
+        return {"step": best_step, selection.key: value, "eval": out["metrics"]}
+
     # ---------------------------------------------------------------- loop -------------
     log.start_progress(start_step, num_train_steps, enabled=progress, budget_s=max_train_time_s)
     t0 = time.time()
@@ -241,6 +311,8 @@ def train(
             batch = next(device_batches)
             state, metrics = step_fn(state, batch)
             step += 1
+            if selector:
+                selector.after_update(step, state)
             log.advance()
             if tick_time is None:
                 # The first step includes compilation: time from its end.
@@ -267,7 +339,7 @@ def train(
                         if mfu is not None:  # peak known (not on CPU)
                             m["mfu"] = mfu
                 tick_time, tick_step = now, step
-                m.update(step=step, elapsed_s=now - t0)
+                m.update(step=step, elapsed_s=now - t0, **(selector.last if selector else {}))
                 log.metrics(m)
                 last = m
             if step % checkpoint_every == 0:
@@ -287,6 +359,9 @@ def train(
     if final_eval and (not eval_every or step % eval_every):
         if the_task.eval_splits and stop_reason != "preempted (SIGTERM)":
             evals = run_evals(step)
+    selected = None
+    if selector and selection.final_split and stop_reason != "preempted (SIGTERM)":
+        selected = evaluate_selected(selector, ckpt, state, spec, step)
     ckpt.close()
     log.info(f"stopped at step {step}: {stop_reason}")
     save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
@@ -296,7 +371,10 @@ def train(
             {os.path.basename(os.path.abspath(workdir)): workdir},
             os.path.join(workdir, "training_curves.png"),
         )
-    return {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
+    out = {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
+    if selected is not None:
+        out["selected"] = selected
+    return out
 
 
 def save_config(workdir: str, text: str, name: str = "config.gin") -> None:

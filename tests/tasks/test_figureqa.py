@@ -3,6 +3,7 @@ and the NaN guard."""
 
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -78,6 +79,56 @@ def test_two_steps_then_metrics_json(tmp_path, data_dir):
     assert (tmp_path / "training_curves.png").exists()
     assert (tmp_path / "config.gin").read_text().strip()
     assert os.listdir(tmp_path / "tensorboard")
+
+
+# The paper's selection rule on the dummy data: random batches of train1 (its answers are mixed,
+# so the batch accuracies vary), selection from update 2, the selected parameters evaluated on
+# validation1.
+SELECT = [
+    "train.best_metric = None",
+    "train.selection = @BatchEmaSelection()",
+    "BatchEmaSelection.split = 'train1'",
+    "BatchEmaSelection.final_split = 'validation1'",
+    "BatchEmaSelection.start = 2",
+    "BatchEmaSelection.batch_size = 8",
+    "train.checkpoint_every = 3",
+]
+
+
+def _meta(workdir, step, folder="checkpoints"):
+    return json.loads((Path(workdir) / folder / str(step) / "meta" / "metadata").read_text())
+
+
+def test_resume_restores_the_moving_average_and_selects_the_same_update(tmp_path, data_dir):
+    full = _train(tmp_path / "full", data_dir, SELECT + ["train.num_train_steps = 6"])
+    # The same run interrupted after its checkpoint at step 3: a copy without step 6.
+    shutil.copytree(tmp_path / "full", tmp_path / "cut")
+    shutil.rmtree(tmp_path / "cut" / "checkpoints" / "6")
+    assert _meta(tmp_path / "cut", 3)["selection"]["count"] == 3
+    resumed = _train(tmp_path / "cut", data_dir, SELECT + ["train.num_train_steps = 6"])
+    want = _meta(tmp_path / "full", 6)["selection"]
+    # The average went on from the stored one over the same batches: 6 scores, bit-equal.
+    assert want["count"] == 6 and _meta(tmp_path / "cut", 6)["selection"] == want
+    assert resumed["selected"] == full["selected"] and full["selected"]["step"] == want["best_step"]
+    rows = [
+        json.loads(x) for x in (tmp_path / "full" / "train_metrics.jsonl").read_text().splitlines()
+    ]
+    assert len({r["selection_accuracy"] for r in rows}) > 1  # the batches differ
+    best = want["best_step"]
+    assert _meta(tmp_path / "full", best, "best")["selection"]["best_step"] == best
+    obj = json.loads(
+        (
+            tmp_path / "full" / "eval_best" / "validation1" / f"step_{best}" / "metrics.json"
+        ).read_text()
+    )
+    report.validate_metrics(obj)
+    assert obj["step"] == best and obj["metrics"] == full["selected"]["eval"]
+    assert obj["provenance"]["checkpoint"].endswith(f"best/{best}")
+
+
+def test_the_selection_rule_and_best_metric_are_exclusive(tmp_path, data_dir):
+    with pytest.raises(ValueError, match="best_metric='accuracy' and train.selection"):
+        _train(tmp_path, data_dir, SELECT + ["train.best_metric = 'accuracy'"])
 
 
 def test_nan_loss_stops_with_last_good_checkpoint(tmp_path, data_dir):
