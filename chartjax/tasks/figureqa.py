@@ -1,9 +1,21 @@
 """FigureQA (Kahou et al. 2017): yes/no questions about synthetic figures.
 
-Preprocessing follows the baselines' public implementation (models reference §4): the image is
-resized keeping its aspect ratio to fit image_size x image_size (bilinear), then centre
-padded/cropped to a square; questions are lower-cased, split on spaces with `,` and `;` kept as
-tokens and `.`/`?` dropped, wrapped in <START>/<END>. The answer is a 2-way label (no, yes).
+Preprocessing follows the paper (§5: "We resize the longer side of each image to 256 pixels,
+preserving the aspect ratio; images are then padded with zeros to size 256 x 256. For data
+augmentation, we use the common scheme of padding images (to size 264 x 264) and then randomly
+cropping them back") and the baselines' public implementation (models reference §4): the image
+is resized keeping its aspect ratio so that its longer side is image_size (bilinear), then
+zero-padded to a square, centred as the co-author's `resize_image_with_crop_or_pad` does
+(`pad_position="center"`; the paper does not say where, `"top_left"` pads right and below).
+With `train_pad` (the paper: 8), training examples are padded by that many pixels (centred) and
+randomly cropped back to image_size: a shift of the image by at most train_pad / 2 pixels each
+way, zeros where it moves away from the edge. The crop is stateless, seeded by `augment_seed`
+and the example's id, so it is the same under tf.data's parallel map and on resume; a question
+keeps its crop from epoch to epoch (the map sees no epoch counter), the questions of one figure
+(about 13) each have their own. Evaluation never crops.
+
+Questions are lower-cased, split on spaces with `,` and `;` kept as tokens and `.`/`?` dropped,
+wrapped in <START>/<END>. The answer is a 2-way label (no, yes).
 """
 
 from __future__ import annotations
@@ -71,7 +83,21 @@ def tokenize_np(question: str, max_len: int) -> tuple[np.ndarray, int]:
     return out, len(ids)
 
 
-def _preprocess_fn(image_size: int, max_len: int, antialias: bool, keep_meta: bool):
+PAD_POSITIONS = ("center", "top_left")
+
+
+def _preprocess_fn(
+    image_size: int,
+    max_len: int,
+    antialias: bool,
+    keep_meta: bool,
+    *,
+    pad_position: str = "center",
+    train_pad: int = 0,
+    augment_seed: int = 0,
+):
+    """The tf.data map of one example; `keep_meta` (evaluation) keeps the host fields and
+    never crops; without it (training) `train_pad` > 0 pads and randomly crops."""
     import tensorflow as tf
 
     vocab = vocabulary()
@@ -89,8 +115,21 @@ def _preprocess_fn(image_size: int, max_len: int, antialias: bool, keep_meta: bo
             preserve_aspect_ratio=True,
             antialias=antialias,
         )
-        img = tf.image.resize_with_crop_or_pad(img, image_size, image_size)
+        if pad_position == "center":
+            img = tf.image.resize_with_crop_or_pad(img, image_size, image_size)
+        else:
+            img = tf.image.pad_to_bounding_box(img, 0, 0, image_size, image_size)
         img = tf.cast(tf.clip_by_value(tf.round(img), 0, 255), tf.uint8)
+        if train_pad and not keep_meta:
+            big = image_size + train_pad
+            img = tf.image.resize_with_crop_or_pad(img, big, big)
+            seed = tf.stack(
+                [
+                    tf.constant(augment_seed, tf.int64),
+                    tf.strings.to_hash_bucket_fast(ex["id"], 2**62),
+                ]
+            )
+            img = tf.image.stateless_random_crop(img, [image_size, image_size, 3], seed=seed)
         q = tf.strings.lower(ex["question"])
         q = tf.strings.regex_replace(q, r"[?.]", "")
         q = tf.strings.regex_replace(q, r"([,;])", r" \1 ")
@@ -156,17 +195,35 @@ def make_task(
     image_size: int = 256,
     max_question_len: int = 24,
     antialias: bool = False,
+    pad_position: str = "center",
+    train_pad: int = 0,
+    augment_seed: int = 0,
     train_split: str = "train1",
     eval_splits: tuple[str, ...] = ("validation1", "validation2"),
     shuffle_buffer: int = 10_000,
 ) -> Task:
+    """The FigureQA task. image_size, antialias, pad_position, train_pad, augment_seed: the
+    image preprocessing (module docstring; the paper: image_size 256, train_pad 8; centred as
+    the co-author's code)."""
+    if pad_position not in PAD_POSITIONS:
+        raise ValueError(
+            f"figureqa_task.pad_position must be one of {PAD_POSITIONS}, got {pad_position!r}"
+        )
+    if train_pad < 0:
+        raise ValueError(f"figureqa_task.train_pad must be >= 0, got {train_pad}")
     return Task(
         name="figureqa",
         source=sources.TfdsSource(
             "figureqa", data_dir, train_split=train_split, shuffle_buffer=shuffle_buffer
         ),
         features=lambda keep_host: _preprocess_fn(
-            image_size, max_question_len, antialias, keep_meta=keep_host
+            image_size,
+            max_question_len,
+            antialias,
+            keep_meta=keep_host,
+            pad_position=pad_position,
+            train_pad=train_pad,
+            augment_seed=augment_seed,
         ),
         loss=classification.softmax_xent_loss,
         predict=classification.argmax_predict,
