@@ -11,9 +11,19 @@ Modes (one per kind of row of the paper's Table 4 that chartjax models can run):
              `table.records`, `table_format="records"`), or DePlot's linearized form
              (`table_format="linearized"`).
   ocr_t5     OCR-T5: "translate Chart to Text: {title} <s> {ocr text}" -> summary. Pew: the
-             release's OCR text (`data/<id>.txt`, tokens joined by " | "); Statista: the OCR
-             boxes top to bottom, joined by " | " ("we concatenate all OCR-extracted sentences
-             from top to bottom order"; which file the authors fed is [inferred]).
+             release's OCR text (`data/<id>.txt`, phrases joined by " | "); Statista, whose only
+             OCR text is `bboxes/<n>.json`: its phrases in `ocr_order` joined by " | " ("we
+             concatenate all OCR-extracted sentences from top to bottom order"; that the
+             authors fed these files is [inferred]). `ocr_order` (chartjax/tasks/ocr_boxes.py):
+             "top_to_bottom" (lines top to bottom, left to right within a line) or "release"
+             (the file's order, which for Pew is data/<id>.txt's).
+             With `boxes=True` (OCR-T5 with boxes) the phrases come from the bbox file for
+             Pew too (in `ocr_order`; "release" gives data/<id>.txt's text, as the authors'
+             BboxPreprocess.py pairs its phrases with the boxes one to one), and the batch
+             gains `encoder_input_boxes [B, L, 4]`: each token of a phrase its phrase's box
+             divided by the image's width and height, zeros for the other tokens; the model
+             needs T5Config.box_embedding. A chart without a bbox file reads Pew's
+             data/<id>.txt (Statista: no OCR text) with zero boxes.
   image      Pix2Struct / MatCha: the chart image alone (no header) -> summary. MatCha's
              chart-to-text fine-tuning format is not public (corpora.md §5.3): [unverified].
   deplot_t5  as tab_t5 with the table DePlot predicted for the chart (`tables_file`, a
@@ -30,6 +40,8 @@ by float rounding (sacrebleu scores a perfect corpus 100.00000000000004) is clip
 
 from __future__ import annotations
 
+import json
+
 import gin
 
 from chartjax.data import sources, tables
@@ -37,7 +49,7 @@ from chartjax.metrics import prediction_files
 from chartjax.metrics.chart_to_text import chart_to_text_scores
 from chartjax.metrics.content_selection import records_from_table
 from chartjax.metrics.prediction_files import field_of
-from chartjax.tasks import seq2seq
+from chartjax.tasks import ocr_boxes, seq2seq
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
 CONFIGS = ("statista", "pew")
@@ -50,13 +62,17 @@ COMMON_KEYS = ("id", "title", "summary", "chart_type", "complexity", "ocr.text",
 CONFIG_KEYS = {"statista": ("table.linearized", "table.records"), "pew": ("ocr_data",)}
 
 
-def ocr_text(ex: dict, config: str) -> str:
-    """The OCR input: Pew's release text as written, else the boxes top to bottom, left to
-    right, joined by " | "."""
+def ocr_phrases(ex: dict, order: str, image_wh=None) -> list[tuple[str, list[float]]]:
+    """The bbox file's [(phrase, box)] in `order`; boxes divided by `image_wh` when given."""
+    return ocr_boxes.ordered_phrases(ex["ocr.text"], ex["ocr.bbox"], order, image_wh)
+
+
+def ocr_text(ex: dict, config: str, order: str = "top_to_bottom") -> str:
+    """The OCR input: Pew's release text as written, else the bbox file's phrases in `order`,
+    joined by " | "."""
     if config == "pew":
         return ex["ocr_data"]
-    boxes = sorted(zip(ex["ocr.bbox"], ex["ocr.text"]), key=lambda b: (b[0][1], b[0][0]))
-    return " | ".join(text.strip() for _, text in boxes)
+    return ocr_boxes.SEPARATOR.join(text for text, _ in ocr_phrases(ex, order))
 
 
 def table_text(prediction: str, table_format: str) -> str:
@@ -80,17 +96,32 @@ def make_expand(
     prefix: str = PREFIX,
     separator: str = SEPARATOR,
     table_for=None,
+    ocr_order: str = "top_to_bottom",
+    boxes: bool = False,
 ):
-    """expand(example) -> [record]; `table_for(id)` gives DePlot's table (deplot_t5)."""
+    """expand(example) -> [record]; `table_for(id)` gives DePlot's table (deplot_t5).
+
+    With `boxes` (ocr_t5) the example also carries its encoded `image` (for the size) and
+    meta["ocr_boxes"] lists `[start, end, x_min, y_min, x_max, y_max]` per phrase: its
+    character span in the prompt and its box in [0, 1] (`box_features` turns it into tokens)."""
 
     def expand(ex: dict) -> list[dict]:
         eid, title = ex["id"], ex["title"].strip()
+        spans = []
         if mode == "tab_t5":
             data = ex["table.records"] if table_format == "records" else ex["table.linearized"]
         elif mode == "deplot_t5":
             data = table_text(table_for(eid), table_format)
+        elif mode == "ocr_t5" and boxes:
+            phrases = ocr_phrases(ex, ocr_order, ocr_boxes.image_size(ex["image"]))
+            head = f"{prefix}{title}{separator}"
+            if phrases or config != "pew":
+                prompt, spans = ocr_boxes.join(head, phrases)
+                data = prompt[len(head) :]
+            else:  # a Pew chart without a bbox file: its OCR text, no boxes
+                data = ex["ocr_data"]
         elif mode == "ocr_t5":
-            data = ocr_text(ex, config)
+            data = ocr_text(ex, config, ocr_order)
         prompt = "" if mode == "image" else f"{prefix}{title}{separator}{data}"
         meta = {
             "chart_type": ex["chart_type"],
@@ -98,6 +129,8 @@ def make_expand(
             "title": title,
             "cs_data": ex["table.records"] if config == "statista" else ex["ocr_data"],
         }
+        if boxes:
+            meta["ocr_boxes"] = [[s, e, *box] for s, e, box in spans]
         return [{"id": eid, "prompt": prompt, "target": ex["summary"], "meta": meta}]
 
     return expand
@@ -141,6 +174,8 @@ def make_task(
     bleu_tokenize: str = "13a",
     shuffle_buffer: int = 10_000,
     check_files: bool = True,
+    ocr_order: str = "top_to_bottom",
+    boxes: bool = False,
     features=None,
     decoding=None,
 ) -> Task:
@@ -151,7 +186,7 @@ def make_task(
     """
     features = features or seq2seq.Features()
     decoding = decoding or seq2seq.Decoding()
-    _check_args(config, mode, table_format, features, tables_file)
+    _check_args(config, mode, table_format, features, tables_file, ocr_order, boxes)
     dataset = f"chart_to_text/{config}"
     table_for = None
     if mode == "deplot_t5":
@@ -175,14 +210,16 @@ def make_task(
         prefix=prefix,
         separator=separator,
         table_for=table_for,
+        ocr_order=ocr_order,
+        boxes=boxes,
     )
-    return seq2seq.make_task(
+    task = seq2seq.make_task(
         name="chart_to_text",
         dataset=dataset,
         data_dir=data_dir,
         train_split=train_split,
         eval_splits=eval_splits,
-        field_keys=COMMON_KEYS + CONFIG_KEYS[config],
+        field_keys=COMMON_KEYS + CONFIG_KEYS[config] + (("image",) if boxes else ()),
         expand=expand,
         score_fn=make_score_fn(
             bleurt_checkpoint=bleurt_checkpoint, ppl_model=ppl_model, bleu_tokenize=bleu_tokenize
@@ -190,10 +227,53 @@ def make_task(
         features=features,
         decoding=decoding,
         shuffle_buffer=shuffle_buffer,
+        encoded_keys=("image",) if boxes else (),  # only its size is read
+    )
+    return box_features(task, features) if boxes else task
+
+
+def box_features(task: Task, features) -> Task:
+    """`task` whose examples also give `encoder_input_boxes [max_input_len, 4]` (a model input),
+    from the prompt and its meta["ocr_boxes"] spans (chartjax/tasks/ocr_boxes.py); the tokens
+    are recomputed with them, equal to the plain prompt's."""
+    import dataclasses
+
+    import tensorflow as tf
+
+    from chartjax.data import vocab as vocab_lib
+
+    vocab = vocab_lib.open_vocabulary(features.vocab_file)
+    if not isinstance(vocab, vocab_lib.Vocabulary):
+        raise ValueError(
+            f"chart_to_text_task: boxes need a SentencePiece vocabulary (T5), not "
+            f"{features.vocab_file}"
+        )
+    length = features.max_input_len
+
+    def boxes_py(prompt, meta):
+        spans = [(int(s), int(e), box) for s, e, *box in json.loads(meta)["ocr_boxes"]]
+        return ocr_boxes.token_boxes(vocab.sp, prompt.decode("utf-8"), spans, length)
+
+    def make(keep_host):
+        base = task.features(keep_host)
+
+        def fn(rec):
+            out = base(rec)
+            tokens, boxes = tf.numpy_function(
+                boxes_py, [rec["prompt"], rec["meta"]], (tf.int32, tf.float32), stateful=False
+            )
+            out["encoder_input_tokens"] = tf.ensure_shape(tokens, [length])
+            out["encoder_input_boxes"] = tf.ensure_shape(boxes, [length, 4])
+            return out
+
+        return fn
+
+    return dataclasses.replace(
+        task, features=make, model_inputs=(*task.model_inputs, "encoder_input_boxes")
     )
 
 
-def _check_args(config, mode, table_format, features, tables_file):
+def _check_args(config, mode, table_format, features, tables_file, ocr_order, boxes):
     def need(ok, msg):
         if not ok:
             raise ValueError(f"chart_to_text_task: {msg}")
@@ -215,6 +295,11 @@ def _check_args(config, mode, table_format, features, tables_file):
     )
     if mode == "deplot_t5":
         need(tables_file, "mode 'deplot_t5' needs tables_file (DePlot predictions.jsonl)")
+    need(
+        ocr_order in ocr_boxes.ORDERS,
+        f"ocr_order {ocr_order!r} is not one of {ocr_boxes.ORDERS}",
+    )
+    need(not boxes or mode == "ocr_t5", f"boxes=True needs mode 'ocr_t5', not {mode!r}")
 
 
 # ------------------------------------------------------------------ inference, scoring -------

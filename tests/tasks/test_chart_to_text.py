@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import nullcontext
 from pathlib import Path
 
 import gin
@@ -84,6 +85,57 @@ def test_inputs_of_every_mode():
     assert dep["meta"]["cs_data"] == PEW["ocr_data"]  # CS reads the chart's data, not DePlot's
 
 
+def _png(width, height):
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_ocr_inputs_with_boxes():
+    """OCR-T5 with boxes: phrases in reading order, each with its span in the prompt and its
+    box divided by the image size (40 x 80 here)."""
+    ex = STATISTA | {"image": _png(40, 80)}
+    rec = _one(c2t.make_expand("ocr_t5", "statista", boxes=True), ex)
+    head = "translate Chart to Text: Users in millions ( 2020 ) <s> "
+    assert rec["prompt"] == head + "Number of users | Q2 '20 | 2740"
+    assert rec["prompt"] == _one(c2t.make_expand("ocr_t5", "statista"), STATISTA)["prompt"]
+    n = len(head)
+    assert rec["meta"]["ocr_boxes"] == [
+        [n, n + 15, 3 / 40, 1 / 80, 1.0, 9 / 80],
+        [n + 18, n + 24, 3 / 40, 30 / 80, 0.5, 38 / 80],
+        [n + 27, n + 31, 25 / 40, 30 / 80, 1.0, 38 / 80],
+    ]
+    spans = [rec["prompt"][s:e] for s, e, *_ in rec["meta"]["ocr_boxes"]]
+    assert spans == ["Number of users", "Q2 '20", "2740"]
+    # The release's order: the file's.
+    rel = _one(c2t.make_expand("ocr_t5", "statista", ocr_order="release", boxes=True), ex)
+    assert rel["prompt"] == head + "Q2 '20 | Number of users | 2740"
+    # Pew: the bbox file's phrases in the release order are data/<id>.txt up to spacing.
+    pew = PEW | {
+        "image": _png(100, 50),
+        "ocr.text": ["foreign born ", "50 ", "1900 "],
+        "ocr.bbox": [[0, 2, 60, 9], [1, 20, 8, 26], [10, 40, 30, 46]],
+    }
+    rec = _one(c2t.make_expand("ocr_t5", "pew", ocr_order="release", boxes=True), pew)
+    assert rec["prompt"] == "translate Chart to Text: Foreign-born population <s> " + (
+        "foreign born | 50 | 1900"
+    )
+    assert [b[2:] for b in rec["meta"]["ocr_boxes"]] == [
+        [0.0, 0.04, 0.6, 0.18],
+        [0.01, 0.4, 0.08, 0.52],
+        [0.1, 0.8, 0.3, 0.92],
+    ]
+    assert rec["meta"]["cs_data"] == PEW["ocr_data"]
+    # A Pew chart without a bbox file reads data/<id>.txt, with no boxes.
+    bare = _one(c2t.make_expand("ocr_t5", "pew", boxes=True), PEW | {"image": _png(9, 6)})
+    assert bare["prompt"].endswith("<s> foreign born  | 50  | 1900 ")
+    assert bare["meta"]["ocr_boxes"] == []
+
+
 def test_predicted_tables():
     assert c2t.table_text(DEPLOT, "linearized") == "Quarter | Users\nQ3 '20 | 2740\nQ2 '20 | 2701"
     # Rows wider than the header get pandas' "Unnamed" labels; an empty output gives "".
@@ -146,6 +198,10 @@ def test_bad_arguments_are_named():
         c2t.make_task(mode="deplot_t5", features=text)
     with pytest.raises(ValueError, match="config 'vistext'"):
         c2t.make_task(config="vistext", features=text)
+    with pytest.raises(ValueError, match="boxes=True needs mode 'ocr_t5', not 'tab_t5'"):
+        c2t.make_task(mode="tab_t5", boxes=True, features=text)
+    with pytest.raises(ValueError, match="ocr_order 'left_to_right' is not one of"):
+        c2t.make_task(mode="ocr_t5", ocr_order="left_to_right", features=text)
 
 
 # ----------------------------------------------------------------------- recipes -----------
@@ -251,12 +307,14 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, tables_file):
     targets themselves gives BLEU 1 and CS 1 in a valid metrics.json."""
 
     image = "models/pix2struct.gin" in recipe_text(recipe)
-    bindings = _bindings(
-        recipe, vocab_file, data_dir, tables_file, extra=["Features.max_target_len = 128"]
-    )
+    boxes = "chart_to_text_task.boxes = True" in recipe_text(recipe)
+    # Room for the OCR phrases behind the title (the tiny vocabulary spells most words out).
+    length = 256 if boxes else 64
+    extra = ["Features.max_target_len = 128", f"Features.max_input_len = {length}"]
+    bindings = _bindings(recipe, vocab_file, data_dir, tables_file, extra=extra)
     task, train_batch, batch = recipe_batches(recipe, bindings, "chart_to_text", "test")
     enc = train_batch["encoder_input_tokens"]
-    assert enc.shape == ((8, 64, 2 + 4 * 4 * 3) if image else (8, 64))
+    assert enc.shape == ((8, 64, 2 + 4 * 4 * 3) if image else (8, length))
     keep = batch["_mask"]
     cols = {k: np.asarray(v)[keep] for k, v in batch.items() if k in seq2seq.RECORD_KEYS}
     assert [i.decode() for i in cols["id"]][0].startswith(recipe_config(recipe) + "/")
@@ -280,6 +338,44 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, tables_file):
     assert all(b in metrics for b in best)  # it keeps its best checkpoint by a computed metric
     if "deplot_t5" in recipe:  # DePlot's table, as records, follows the title
         assert "<s> Year|2019|x|line_chart Value|" in rows[0]["input"]
+    if boxes:
+        _check_train_boxes(train_batch, recipe_config(recipe), vocab_file)
+    else:
+        assert "encoder_input_boxes" not in train_batch
+
+
+# The dummy charts with a bbox file (the training charts statista two_col-1 and pew two_col-7,
+# both 9 x 6 pixels): their phrases and boxes / image size, clipped to [0, 1].
+DUMMY_BOXES = {
+    "statista": [("Number of users", [3 / 9, 1 / 6, 1.0, 1.0])],
+    "pew": [("foreign born populations in millions", [0.0, 1.0, 1.0, 1.0]), ("50", [1.0] * 4)],
+}
+
+
+def _check_train_boxes(batch, config, vocab_file):
+    """Every token with a box is a token of a dummy phrase with that phrase's box, in order."""
+    from chartjax.data import vocab as vocab_lib
+
+    vocab = vocab_lib.open_vocabulary(vocab_file)
+    tokens, boxes = np.asarray(batch["encoder_input_tokens"]), batch["encoder_input_boxes"]
+    boxes = np.asarray(boxes)
+    assert boxes.shape == (*tokens.shape, 4) and boxes.dtype == np.float32
+    with_boxes = 0
+    for row_tokens, row_boxes in zip(tokens, boxes):
+        boxed = np.flatnonzero(row_boxes.any(-1))
+        if not len(boxed):
+            continue
+        with_boxes += 1
+        groups = []  # runs of one box
+        for i in boxed:
+            if groups and groups[-1][1] == i - 1 and (row_boxes[i] == row_boxes[i - 1]).all():
+                groups[-1][1] = i
+            else:
+                groups.append([i, i])
+        got = [(vocab.decode(row_tokens[a : b + 1]), row_boxes[a].tolist()) for a, b in groups]
+        want = [(t, np.float32(b).tolist()) for t, b in DUMMY_BOXES[config]]
+        assert got == want
+    assert with_boxes  # the batch holds the training chart with boxes
 
 
 @pytest.mark.parametrize("recipe", E2E)
@@ -293,8 +389,12 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, tables_file, 
     config_lib.parse_gin(
         [f"tasks/{recipe}.gin"], _bindings(recipe, vocab_file, data_dir, tables_file, init)
     )
+    # The box layer is not in the (HF) init checkpoint: it starts at zero, and says so.
+    boxes = "chart_to_text_task.boxes = True" in recipe_text(recipe)
+    warns = pytest.warns(UserWarning, match="no box_embedding.kernel") if boxes else nullcontext()
     try:
-        out = evaluate(str(tmp_path)) if eval_only else train(str(tmp_path))
+        with warns:
+            out = evaluate(str(tmp_path)) if eval_only else train(str(tmp_path))
     finally:
         gin.clear_config()
     step = 0 if eval_only else 2
