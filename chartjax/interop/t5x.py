@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -198,6 +199,16 @@ def load_params(model, ckpt_dir: str, *, seed: int = 0) -> int:
     p2s = _is_pix2struct(model)
     flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
     wanted = {t5x_path(tuple(path), pix2struct=p2s): var for path, var in flat}
+    # chartjax's OCR box layer (models/t5.py) is in no released T5X checkpoint: when absent it
+    # starts at zero (its initializer, so the model computes as the checkpoint) and says so.
+    for k in [k for k in wanted if k[0] == "box_embedding" and k not in stored]:
+        var = wanted.pop(k)
+        var.set_value(jnp.zeros(var.shape, jnp.float32))
+        warnings.warn(
+            f"{where}: the T5X checkpoint has no {'/'.join(k)} {tuple(var.shape)} (chartjax's OCR "
+            "box layer): initialised to zeros, so the model starts as the checkpoint",
+            stacklevel=2,
+        )
     problems = [
         f"missing: {'/'.join(k)} {tuple(wanted[k].shape)}"
         for k in sorted(set(wanted) - set(stored))

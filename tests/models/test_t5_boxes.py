@@ -146,3 +146,24 @@ def test_init_checkpoint_fills_the_box_layer(tmp_path):
     assert not np.asarray(params["box_embedding"]["kernel"]).any()
     want = nnx.to_pure_dict(nnx.state(plain, nnx.Param))
     jax.tree.map(np.testing.assert_array_equal, {k: params[k] for k in want}, want)
+
+
+def test_t5x_import_initialises_and_round_trips(tmp_path):
+    from chartjax.interop import t5x
+
+    plain, boxed = _models()
+    t5x.save(plain, str(tmp_path / "plain"))
+    _, fresh = _models()
+    fresh.box_embedding.kernel[...] = jnp.ones((4, CFG.emb_dim))
+    with pytest.warns(UserWarning, match="no box_embedding/kernel .*initialised to zeros"):
+        t5x.load_params(fresh, str(tmp_path / "plain"))
+    assert not np.asarray(fresh.box_embedding.kernel[...]).any()
+    batch = _batch()
+    np.testing.assert_array_equal(_logits(fresh, batch), _logits(plain, _no_boxes(batch)))
+    # A T5X checkpoint written by chartjax keeps a trained box layer.
+    w = np.random.default_rng(3).normal(0, 1.0, (4, CFG.emb_dim)).astype(np.float32)
+    boxed.box_embedding.kernel[...] = jnp.asarray(w)
+    t5x.save(boxed, str(tmp_path / "boxed"))
+    _, back = _models()
+    t5x.load_params(back, str(tmp_path / "boxed"))
+    np.testing.assert_array_equal(np.asarray(back.box_embedding.kernel[...]), w)
