@@ -274,17 +274,21 @@ def make_scorer(
     which is the batch's value for per-example means such as accuracy."""
     pid, nproc = jax.process_index(), jax.process_count()
     buffer = rule.shuffle_buffer or getattr(task.source, "shuffle_buffer", None) or 10_000
-    # Not the training stream's seed: the two shuffles are independent.
-    batches = random_batches(
-        task,
-        rule.split,
-        batch_size,
-        seed=seed + 1,
-        start_update=start_update,
-        shuffle_buffer=buffer,
-        process_index=pid,
-        process_count=nproc,
-    )
+    try:  # not the training stream's seed: the two shuffles are independent
+        batches = random_batches(
+            task,
+            rule.split,
+            batch_size,
+            seed=seed + 1,
+            start_update=start_update,
+            shuffle_buffer=buffer,
+            process_index=pid,
+            process_count=nproc,
+        )
+    except ValueError as err:  # e.g. TFDS: "Unknown split 'validation2'. Should be one of ..."
+        raise ValueError(
+            f"BatchEmaSelection.split={rule.split!r} (the selection rule, train.selection): {err}"
+        ) from err
     local = pipeline.local_batch_size(batch_size, nproc)
 
     def score(step: int, state) -> float:

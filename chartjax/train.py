@@ -197,13 +197,19 @@ def train(
     predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
     selector = None
     if selection is not None:
+        select_batch = selection.batch_size or eval_batch_size or global_batch_size
+        log.info(
+            f"selecting by the moving average of {selection.metric} on one random "
+            f"{selection.split} batch of {select_batch} per update, from update "
+            f"{selection.start} on (train.selection = None turns it off)"
+        )
         scorer = selection_lib.make_scorer(
             selection,
             the_task,
             predict_fn,
             mesh,
             axis_rules,
-            batch_size=selection.batch_size or eval_batch_size or global_batch_size,
+            batch_size=select_batch,
             seed=seed,
             start_update=start_step,
         )
