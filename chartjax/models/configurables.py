@@ -18,7 +18,16 @@ from __future__ import annotations
 import gin
 from flax import nnx
 
-from chartjax.models import bart, deberta, model_configs, pix2struct, relation_network, t5, tapas
+from chartjax.models import (
+    bart,
+    deberta,
+    model_configs,
+    pix2struct,
+    relation_network,
+    t5,
+    tapas,
+    vgg16,
+)
 
 T5Config = gin.external_configurable(model_configs.T5Config, module="chartjax.models")
 Pix2StructConfig = gin.external_configurable(
@@ -33,6 +42,10 @@ BartConfig = gin.external_configurable(bart.BartConfig, module="chartjax.models"
 build_relation_network = gin.external_configurable(
     relation_network.build, name="build", module="chartjax.models.relation_network"
 )
+# FigureQA's CNN+LSTM on VGG-16 features: `train.model_fn = @vgg16.build`,
+# `vgg16.build.cfg = @VGG16Config()`.
+VGG16Config = gin.external_configurable(vgg16.VGG16Config, module="chartjax.models.vgg16")
+build_vgg16 = gin.external_configurable(vgg16.build, name="build", module="chartjax.models.vgg16")
 
 
 BUILDERS = (
