@@ -69,3 +69,22 @@ def test_lecun_g_and_f_redraws_the_pre_fix_init():
     np.testing.assert_array_equal(m.f.out.bias[...], 0.0)
     # LeCun normal: std 1/sqrt(fan_in), so the 6-d object block is wider than the 8-d g layers
     assert np.asarray(m.g_obj_i.kernel[...]).std() > np.asarray(m.g_rest[0].kernel[...]).std()
+
+
+def test_learning_rate_constant_or_cosine_to_zero():
+    assert fs.learning_rate(1e-3, "constant", 100) == 1e-3
+    cosine = fs.learning_rate(1e-3, "cosine", 100)
+    np.testing.assert_allclose([cosine(0), cosine(50), cosine(100)], [1e-3, 5e-4, 0.0], atol=1e-9)
+
+
+def test_mini_rn_sum_is_the_mean_times_the_pair_count_before_f():
+    # f's first layer sees sum = n^2 * mean (n = 16 objects: a 16 px image after 2 convs):
+    # with a linear f (weights only in its first layer, identity after) the logits scale too.
+    params, state = _mini()
+    params["f"] = [
+        {"w": params["f"][0]["w"][:, :2], "b": jnp.zeros(2)},
+    ]
+    batch = _batch([[1, 5, 2]] * 2, [3, 3])
+    mean, _ = fs.mini_rn_apply(params, state, batch, False, agg="mean")
+    total, _ = fs.mini_rn_apply(params, state, batch, False, agg="sum")
+    np.testing.assert_allclose(total, 256 * mean, rtol=1e-5)
