@@ -29,6 +29,11 @@ def test_paper_sizes():
     assert model.img_fc.kernel.shape == (10 * 15 * 64, 512)
     assert [c.kernel.shape[-1] for c in model.convs] == [128, 128, 64, 64]
     assert model.f.fc1.kernel.shape == (512 + 2 * 256, 512)  # fc 512 ++ LSTM [c; h]
+    # Trainable, by hand: head convs 3*3*(512*128 + 128*128 + 128*64 + 64*64) + 384 biases
+    # = 848,256; BN scales and offsets 768; fc 9600*512 + 512 = 4,915,712; embedding 88*32 =
+    # 2,816; LSTM 4*(32*256) + 4*(256*256 + 256) = 295,936; MLP 1024*512 + 512 + 512*512 + 512
+    # + 512*2 + 2 = 788,482.
+    assert sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))) == 6_851_970
     batch = {
         "image": jax.ShapeDtypeStruct((2, 480, 480, 3), jnp.uint8),
         "question_tokens": jax.ShapeDtypeStruct((2, 24), jnp.int32),
