@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.t5x_load
 	$(PY) -m chartjax.tools.bench.classify --examples 256 --batch 16
 	$(PY) -m chartjax.tools.bench.rn_learning --images 400 --steps 500 --eval_every 250
+	$(PY) -m chartjax.tools.bench.figureqa_sanity --budget-s 600 --out figureqa_sanity.json
 	$(PY) -m chartjax.tools.bench.learning --out bench_learning_out --rerun
 	$(PY) -m chartjax.tools.bench.t5_summary --out runs/bench_t5_summary
 
