@@ -4,8 +4,9 @@
 (batch 640, Adam 2.5e-4) and prints validation accuracy per model as JSON.
 
 Generate the corpus HERE (a full chartjax environment; PNGs + qa_pairs.json in the release
-layout, ~23 KB a figure: the defaults, 1,500 + 2 x 200 figures, are ~45 MiB, which with the
-repository fits the device machine's 64 MiB upload):
+layout, ~16 KB a figure of the easy corpus, ~23 KB of the release mix: the defaults, 2,000 +
+2 x 200 figures, are ~40 MiB, which with the repository fits the device machine's 64 MiB
+upload):
 
     .venv/bin/python tools/gpu/figureqa_learning.py generate --out runs/gpu_data/figureqa
 
@@ -17,9 +18,9 @@ carry=["runs/gpu_data/figureqa"]):
 
 `generate` runs chartjax-synth's FigureQA generator (`--corpus easy`, the default: the
 figureqa_sanity corpus, vertical bars only, 2-3 bars, "Is X the minimum / maximum?", four
-colours per colour set, which the RN learns in ~1,000 CPU steps at 64 px; `--corpus release`:
-the release's mix), keeps each split's `png/` and `qa_pairs.json`, replaces the bulky
-`annotations.json` by `figure_types.json` (the figure type per image index) and writes
+colours per colour set: on CPU at 64 px the package's RN reaches 87-89% validation1 accuracy
+in 1,200 steps, commit a940a28; `--corpus release`: the release's mix), keeps each split's
+`png/` and `qa_pairs.json`, replaces the bulky `annotations.json` by `figure_types.json` (the figure type per image index) and writes
 `vocab.json` (the figureqa task's question vocabulary, chartjax.tasks.figureqa.vocabulary()).
 `train` reads the PNGs with PIL and preprocesses them as the figureqa task does in TF
 (`preprocess_image`: bilinear resize keeping the aspect ratio to fit image_size, no antialias
@@ -83,7 +84,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     g = sub.add_parser("generate", help="write the corpus (needs the full chartjax environment)")
     g.add_argument("--out", required=True)
     g.add_argument("--corpus", choices=sorted(CORPORA), default="easy")
-    g.add_argument("--train_images", type=int, default=1500)
+    g.add_argument("--train_images", type=int, default=2000)
     g.add_argument("--val_images", type=int, default=200, help="per validation split")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--workers", type=int, default=2)
@@ -93,7 +94,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--models", default=",".join(MODELS), help="comma-separated, of " + str(MODELS))
     t.add_argument("--image_size", type=int, default=256)
     t.add_argument("--conv_layers", type=int, default=5)
-    t.add_argument("--steps", type=int, default=3000)
+    t.add_argument("--steps", type=int, default=1500)
+    t.add_argument("--budget_s", type=float, default=None, help="training seconds per model")
     t.add_argument("--batch", type=int, default=640)
     t.add_argument("--lr", type=float, default=2.5e-4)
     t.add_argument("--select_images", type=int, default=50, help="validation2 figures to select on")
@@ -343,7 +345,8 @@ def train_model(kind: str, args, data: dict, vocab_size: int) -> dict:
         if t_compiled is None:
             jax.block_until_ready(metrics["loss"])
             t_compiled = time.time()
-        if step % args.select_every == 0 or step == args.steps:
+        over = args.budget_s is not None and time.time() - t_compiled > args.budget_s
+        if step % args.select_every == 0 or step == args.steps or over:
             t = time.time()
             part = np.random.default_rng([args.seed, 1, step]).choice(sel_n, sel_b, replace=False)
             acc = float(
@@ -364,14 +367,16 @@ def train_model(kind: str, args, data: dict, vocab_size: int) -> dict:
                 }
             )
             select_s += time.time() - t
+        if over:
+            break
     train_s = time.time() - (t_compiled or t0) - select_s
     last = (state["params"], state["model_state"])
     out = {
-        "steps": args.steps,
+        "steps": step,
         "compile_first_step_s": round((t_compiled or t0) - t0, 1),
         "train_s": round(train_s, 1),
         "select_s": round(select_s, 1),
-        "examples_per_s": round(max(args.steps - 1, 0) * args.batch / max(train_s, 1e-9), 1),
+        "examples_per_s": round(max(step - 1, 0) * args.batch / max(train_s, 1e-9), 1),
         "selected_step": None if selector.best is None else selector.best[1],
         "selected_ema": None if selector.best is None else round(selector.best[0], 4),
         "curve": curve,
@@ -391,7 +396,7 @@ def train(args) -> dict:
     unknown = [k for k in kinds if k not in MODELS]
     if unknown or not kinds:
         raise SystemExit(f"--models: unknown {unknown}; choose from {MODELS}")
-    bench = harness.Run("figureqa_learning", vars(args), LIBS)
+    bench = harness.Run("figureqa_learning", dict(vars(args)), LIBS)
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.data, "vocab.json")) as f:

@@ -3,7 +3,7 @@ item 7): trains T5 from scratch in bf16 on generated tables with templated summa
 corpus of tools/bench/t5_summary.py, TAB-T5 prompts) and prints held-out BLEU against the best
 constant summary.
 
-Generate the data HERE (a full chartjax environment; ~12 MiB for the defaults):
+Generate the data HERE (a full chartjax environment; ~9 MiB for the defaults):
 
     .venv/bin/python tools/gpu/t5_learning.py generate --out runs/gpu_data/t5
 
@@ -83,6 +83,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--size", choices=sorted(SIZES), default="small")
     t.add_argument("--dtype", default="bfloat16")
     t.add_argument("--steps", type=int, default=3000)
+    t.add_argument("--budget_s", type=float, default=None, help="training seconds cap")
     t.add_argument("--batch", type=int, default=128)
     t.add_argument("--lr", type=float, default=1e-2, help="peak learning rate (Adafactor)")
     t.add_argument("--warmup", type=int, default=200)
@@ -275,7 +276,7 @@ def train(args) -> dict:
     from tools.bench import harness
     from tools.gpu import jit_step
 
-    bench = harness.Run("t5_learning", vars(args), LIBS)
+    bench = harness.Run("t5_learning", dict(vars(args)), LIBS)
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.data, "pieces.json"), encoding="utf-8") as f:
@@ -336,11 +337,13 @@ def train(args) -> dict:
         if t_compiled is None:
             jax.block_until_ready(metrics["loss"])
             t_compiled = time.time()
-        if step % args.log_every == 0 or step == args.steps:
+        over = args.budget_s is not None and time.time() - t_compiled - eval_s > args.budget_s
+        end = step == args.steps or over  # the final log and evaluation
+        if step % args.log_every == 0 or end:
             last_loss = float(metrics["loss"])
             losses_log.append([step, round(last_loss, 4)])
             print(f"step {step} loss {last_loss:.4f}", file=sys.stderr, flush=True)
-        if step % args.eval_every == 0 or step == args.steps:
+        if step % args.eval_every == 0 or end:
             t = time.time()
             value, texts = score(state)
             eval_s += time.time() - t
@@ -352,6 +355,8 @@ def train(args) -> dict:
                 }
             )
             print(f"step {step} held-out BLEU {value:.4f}", file=sys.stderr, flush=True)
+        if over:
+            break
     train_s = time.time() - (t_compiled or t_train) - eval_s
     with open(os.path.join(args.out, "predictions.jsonl"), "w", encoding="utf-8") as f:
         for r, text in zip(heldout, texts):
