@@ -105,6 +105,9 @@ def test_demo_recipes_evaluate_validation1_with_the_measured_settings(recipe):
         else:
             assert lr == 1e-3
         assert gin.query_parameter("train.global_batch_size") == 32
+        # not the paper protocol the included recipes carry (runs/figureqa_adam.gin)
+        assert gin.query_parameter("train.selection") is None
+        assert gin.query_parameter("figureqa_task.train_pad") == 0
         cfg = configurables.RNConfig()  # gin's: the recipe's bindings
         assert cfg.dropout == 0.0 and cfg.image_size == 64
         assert figureqa.make_task().eval_splits == ("validation1",)
