@@ -20,6 +20,7 @@ from flax import nnx
 
 from chartjax.models import (
     bart,
+    chart2text,
     deberta,
     model_configs,
     pix2struct,
@@ -39,6 +40,8 @@ RNConfig = gin.external_configurable(
 DebertaConfig = gin.external_configurable(deberta.DebertaConfig, module="chartjax.models")
 TapasConfig = gin.external_configurable(tapas.TapasConfig, module="chartjax.models")
 BartConfig = gin.external_configurable(bart.BartConfig, module="chartjax.models")
+# Chart2text / Field-Infuse (Chart-to-Text Table 4): `build_model.config = @DataToTextConfig()`.
+DataToTextConfig = gin.external_configurable(chart2text.DataToTextConfig, module="chartjax.models")
 build_relation_network = gin.external_configurable(
     relation_network.build, name="build", module="chartjax.models.relation_network"
 )
@@ -54,12 +57,14 @@ BUILDERS = (
     (deberta.DebertaConfig, deberta.build),
     (tapas.TapasConfig, tapas.build),
     (bart.BartConfig, bart.build),
+    (chart2text.DataToTextConfig, chart2text.build),
 )
 
 
 @gin.configurable(module="chartjax.models")
 def build_model(config=gin.REQUIRED, rngs: nnx.Rngs | int | None = None):
-    """A freshly initialised model for `config` (T5, Pix2Struct, DeBERTa, TAPAS or BART)."""
+    """A freshly initialised model for `config` (T5, Pix2Struct, DeBERTa, TAPAS, BART,
+    Chart2text / Field-Infuse)."""
     rngs = 0 if rngs is None else rngs
     for cls, build in BUILDERS:
         if isinstance(config, cls):

@@ -212,11 +212,13 @@ RUN_TINY = RUN_TINY + [
     "chart_to_text_task.shuffle_buffer = 8",
     "chart_to_text_task.eval_splits = ('test',)",
 ]
-# The BART rows have their own tests: test_chart_to_text_bart.py.
+# The BART rows have their own tests: test_chart_to_text_bart.py; the Chart2text and
+# Field-Infuse rows (records, not text prompts) test_chart_to_text_records.py.
+OWN_TESTS = ("_bart.gin", "_chart2text.gin", "_field_infuse.gin")
 RECIPES = sorted(
     f[:-4]
     for f in os.listdir(RECIPE_DIR)
-    if f.startswith("chart_to_text_") and f.endswith(".gin") and not f.endswith("_bart.gin")
+    if f.startswith("chart_to_text_") and f.endswith(".gin") and not f.endswith(OWN_TESTS)
 )
 EVAL_ONLY = {"chart_to_text_statista_matcha", "chart_to_text_pew_matcha"}
 E2E = RECIPES  # every recipe, end to end (issue #7)
