@@ -170,6 +170,39 @@ def interleaved(
     }
 
 
+def interleaved_many(
+    fns: dict[str, Callable[[], object]],
+    reference: str,
+    alternations: int = MIN_ALTERNATIONS,
+    warmup: int = 1,
+    clock: Clock = time.perf_counter,
+) -> dict:
+    """`interleaved` for more than two sides: one call of each, in the order of `fns`, per
+    alternation. `speedup_over_<reference>[name]` is the median over the alternations of
+    time(reference) / time(name) (> 1: name is faster), with its min and max."""
+    if alternations < MIN_ALTERNATIONS:
+        raise ValueError(f"alternations must be >= {MIN_ALTERNATIONS}, not {alternations}")
+    if reference not in fns:
+        raise ValueError(f"reference {reference!r} is not one of {sorted(fns)}")
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(alternations):
+        for name, fn in fns.items():
+            times[name].append(_time(fn, clock))
+    ratios = {}
+    for name in fns:
+        if name != reference:
+            r = [t_ref / t for t, t_ref in zip(times[name], times[reference])]
+            ratios[name] = {"median": statistics.median(r), "min": min(r), "max": max(r)}
+    return {
+        "alternations": alternations,
+        **{name: summary(ts) for name, ts in times.items()},
+        f"speedup_over_{reference}": ratios,
+    }
+
+
 # ------------------------------------------------------------------ children --------------
 
 

@@ -10,6 +10,16 @@ the same shapes in this process and times each chartjax call and its HF counterp
 (harness.interleaved: chartjax, HF, chartjax, HF, ...; the child process does the same for patch
 extraction); `ratios_chartjax_over_hf` holds the median speed-up over the alternations, with its
 min and max. Rates are examples (images) per second from the mean call time.
+
+With `--compare-hf` the training step is timed three ways round-robin (harness.interleaved_many:
+chartjax in `--dtype` (bf16 activations by default), chartjax in fp32, HF in fp32; `--no-fp32-
+beside` drops the middle one), greedy decoding and beam search (`--beams`, HF `num_beams`) side
+by side. Both libraries run in this one process, so they share the allocator setting
+(`--malloc`) and every core (XLA's CPU client and `torch.set_num_threads(os.cpu_count())`).
+`gemm` is the physical ceiling measured in the same run: the best single-GEMM GFLOP/s of JAX
+(f32, bf16) and PyTorch (f32) at the step's MLP shape and at 1024^3; each side reports its
+step's achieved `train_gflops_per_s` (the analytic matmul FLOPs of models/flops.py, the same
+count for both libraries) and `fraction_of_gemm_ceiling`.
 """
 
 from __future__ import annotations
@@ -41,6 +51,13 @@ def _args(argv=None):
     p.add_argument("--steps", type=int, default=5, help="timed training steps")
     p.add_argument("--decode-tokens", type=int, default=32)
     p.add_argument("--decode-reps", type=int, default=3)
+    p.add_argument("--beams", type=int, default=4, help="beam search width timed (0: none)")
+    p.add_argument("--gemm-reps", type=int, default=10, help="calls per GEMM-ceiling shape")
+    p.add_argument(
+        "--no-fp32-beside",
+        action="store_true",
+        help="with --compare-hf: skip the third, fp32 chartjax side of the step comparison",
+    )
     p.add_argument("--patch-images", type=int, default=50)
     p.add_argument("--patch-max", type=int, default=2048)
     p.add_argument("--compare-hf", action="store_true")
@@ -128,7 +145,8 @@ def _alternations(reps: int) -> int:
 
 def chartjax_fns(a, cfg, batch):
     """(train_once, decode_once, info): one training step and one greedy decode, each blocking
-    until done; the step is compiled here (`info["train_compile_s"]`)."""
+    until done; the step is compiled here (`info["train_compile_s"]`). `info["beam_once"]` is
+    one beam search of `a.beams` beams (None when `a.beams` is 0)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -165,6 +183,12 @@ def chartjax_fns(a, cfg, batch):
         )  # never stops early: fixed work
         toks.block_until_ready()
 
+    def beam_once():
+        toks, _ = decoding.beam_search(
+            model, enc_batch, max_decode_len=a.decode_tokens, num_beams=a.beams, eos_id=-1
+        )  # no beam ever finishes: fixed work, as HF's min_new_tokens
+        toks.block_until_ready()
+
     t0 = time.perf_counter()
     train_once()
     dev = jax.devices()[0]
@@ -175,6 +199,7 @@ def chartjax_fns(a, cfg, batch):
         ],
         "device": dev.device_kind,
         "platform": dev.platform,
+        "beam_once": beam_once if a.beams else None,
     }
     return train_once, decode_once, info
 
@@ -196,6 +221,52 @@ def _with_mfu(out: dict) -> dict:
         out["train_examples_per_s"], out["train_flops_per_example"], 1, out["device"]
     )
     return {**out, "tflops_per_s_per_device": tflops, "mfu": mfu}
+
+
+# ----------------------------------------------------------------------------------- ceiling
+
+
+def gemm_shapes(a) -> dict[str, tuple[int, int, int]]:
+    """(m, k, n) of the GEMMs timed for the ceiling: the step's largest (the MLP's
+    tokens x hidden x mlp) and a square 1024 one."""
+    return {"mlp": (a.batch * a.patches, a.hidden, a.mlp), "square1024": (1024, 1024, 1024)}
+
+
+def gemm_ceiling(a, with_torch: bool) -> dict:
+    """The best single-GEMM rate of this machine now, in GFLOP/s: JAX f32 and bf16 and (with
+    torch) PyTorch f32 at `gemm_shapes`, best (fastest) of `a.gemm_reps` calls each.
+    `ceiling_gflops_per_s` is the highest: what a step made only of GEMMs could reach."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(1)
+    out: dict = {}
+    mm = jax.jit(jnp.matmul)
+    for key, (m, k, n) in gemm_shapes(a).items():
+        x32 = rng.standard_normal((m, k), dtype=np.float32)
+        y32 = rng.standard_normal((k, n), dtype=np.float32)
+        flop = 2.0 * m * k * n
+        sides = {}
+        for dt in ("float32", "bfloat16"):
+            x, y = jnp.asarray(x32, dt), jnp.asarray(y32, dt)
+            sides[f"jax_{dt}"] = lambda x=x, y=y: mm(x, y).block_until_ready()
+        if with_torch:
+            import torch
+
+            tx, ty = torch.from_numpy(x32), torch.from_numpy(y32)
+            sides["torch_float32"] = lambda tx=tx, ty=ty: torch.matmul(tx, ty)
+        for side, fn in sides.items():
+            t = harness.timeit(fn, a.gemm_reps, warmup=2)
+            out[f"{side}_{key}_gflops_per_s"] = flop / t["min_s"] / 1e9
+    out["ceiling_gflops_per_s"] = max(out.values())
+    return out
+
+
+def _gflops(side: dict, ceiling: float | None) -> dict:
+    """The step's achieved GFLOP/s (analytic matmul FLOPs, models/flops.py, the same count for
+    every side: the models are the same) and its fraction of the GEMM ceiling."""
+    g = side["train_examples_per_s"] * side["train_flops_per_example"] / 1e9
+    return {"train_gflops_per_s": g, "fraction_of_gemm_ceiling": g / ceiling if ceiling else None}
 
 
 # ----------------------------------------------------------------------------------- patches
@@ -278,23 +349,66 @@ def main(argv=None) -> dict | None:
     batch = _batch(a, cfg)
     imgs = {key: _chart_image(dpi) for key, dpi in PATCH_IMAGES.items()}
     cj_train, cj_decode, info = chartjax_fns(a, cfg, batch)
+    cj_beam = info.pop("beam_once")
     results = {}
     if not a.compare_hf:
+        ceiling = gemm_ceiling(a, with_torch=False)
         train = harness.timeit(cj_train, a.steps)
         decode = harness.timeit(cj_decode, a.decode_reps)
+        results["gemm"] = ceiling
         results["chartjax"] = _with_mfu({**info, **_rates(a, train, decode)})
+        results["chartjax"].update(_gflops(results["chartjax"], ceiling["ceiling_gflops_per_s"]))
+        if cj_beam is not None:
+            beam = harness.timeit(cj_beam, a.decode_reps)
+            results["chartjax"]["beam_examples_per_s"] = a.batch / beam["mean_s"]
+            results["chartjax"]["beam"] = beam
         if not a.skip_patches:
             results["chartjax"].update(bench_patches(a, imgs))
     else:
         hf_train, hf_decode, hf_info = step_hf.train_and_decode(a, batch)
-        train = harness.interleaved(cj_train, hf_train, _alternations(a.steps))
+        hf_beam = hf_info.pop("beam_once") if a.beams else None
+        fns = {"chartjax": cj_train}
+        fp32 = None
+        if not a.no_fp32_beside and a.dtype != "float32":
+            a32 = argparse.Namespace(**{**vars(a), "dtype": "float32", "beams": 0})
+            fp32_train, fp32_decode, fp32 = chartjax_fns(a32, _config(a32), batch)
+            fp32.pop("beam_once")
+            fns["chartjax_fp32"] = fp32_train
+        fns["hf"] = hf_train
+        ceiling = gemm_ceiling(a, with_torch=True)  # between compiles and timing: same machine
+        train = harness.interleaved_many(fns, "hf", _alternations(a.steps))
         decode = harness.interleaved(cj_decode, hf_decode, _alternations(a.decode_reps))
-        results["chartjax"] = _with_mfu({**info, **_rates(a, train["a"], decode["a"])})
-        results["hf"] = {**hf_info, **_rates(a, train["b"], decode["b"])}
+        results["gemm"] = ceiling
+        results["train_interleaved"] = train
+        results["chartjax"] = _with_mfu({**info, **_rates(a, train["chartjax"], decode["a"])})
+        results["hf"] = {
+            **hf_info,
+            "train_flops_per_example": info["train_flops_per_example"],
+            **_rates(a, train["hf"], decode["b"]),
+        }
         ratios = {
-            "train_examples_per_s": train["speedup_a_over_b"],
+            "train_examples_per_s": train["speedup_over_hf"]["chartjax"],
             "decode_examples_per_s": decode["speedup_a_over_b"],
         }
+        if fp32 is not None:
+            t32 = train["chartjax_fp32"]
+            results["chartjax_fp32"] = {
+                "train_compile_s": fp32["train_compile_s"],
+                "train_flops_per_example": fp32["train_flops_per_example"],
+                "train_examples_per_s": a.batch / t32["mean_s"],
+                "train_step_s": t32["mean_s"],
+                "train_step": t32,
+            }
+            ratios["train_examples_per_s_fp32"] = train["speedup_over_hf"]["chartjax_fp32"]
+        for side in ("chartjax", "chartjax_fp32", "hf"):
+            if side in results:
+                results[side].update(_gflops(results[side], ceiling["ceiling_gflops_per_s"]))
+        if cj_beam is not None:
+            beam = harness.interleaved(cj_beam, hf_beam, _alternations(a.decode_reps))
+            results["chartjax"]["beam_examples_per_s"] = a.batch / beam["a"]["mean_s"]
+            results["hf"]["beam_examples_per_s"] = a.batch / beam["b"]["mean_s"]
+            results["chartjax"]["beam"], results["hf"]["beam"] = beam["a"], beam["b"]
+            ratios["beam_examples_per_s"] = beam["speedup_a_over_b"]
         if not a.skip_patches:
             worker = _run_patch_worker(a, imgs, compare=True)
             if "unavailable" in worker:  # no TensorFlow here: HF's side alone, as it can run

@@ -88,3 +88,23 @@ def test_child_json(tmp_path):
     with pytest.raises(harness.ChildError, match="No module named") as e:
         harness.child_json("chartjax.tools.bench.no_such_bench")
     assert e.value.returncode == 1 and e.value.module == "chartjax.tools.bench.no_such_bench"
+
+
+def test_interleaved_many_round_robin_and_ratios_against_the_reference():
+    clock, log = FakeClock(), []
+    # Warm-up (5, 5, 5), then five rounds; hf takes 2x, 4x, 1x, 2x, 3x of a's time and b is
+    # always half of hf's.
+    a = clock.callable("a", [5.0, 1.0, 1.0, 2.0, 1.0, 1.0], log)
+    b = clock.callable("b", [5.0, 1.0, 2.0, 1.0, 1.0, 1.5], log)
+    hf = clock.callable("hf", [5.0, 2.0, 4.0, 2.0, 2.0, 3.0], log)
+    r = harness.interleaved_many({"a": a, "b": b, "hf": hf}, "hf", alternations=5, clock=clock)
+    assert log == ["a", "b", "hf"] * 6
+    assert r["speedup_over_hf"] == {
+        "a": {"median": 2.0, "min": 1.0, "max": 4.0},
+        "b": {"median": 2.0, "min": 2.0, "max": 2.0},
+    }
+    assert r["hf"]["median_s"] == 2.0 and r["a"]["mean_s"] == 1.2
+    with pytest.raises(ValueError, match="reference"):
+        harness.interleaved_many({"a": a}, "hf", clock=clock)
+    with pytest.raises(ValueError, match=">= 5"):
+        harness.interleaved_many({"a": a, "hf": hf}, "hf", alternations=3, clock=clock)
