@@ -205,6 +205,27 @@ def test_resume_restores_the_moving_average_and_selects_the_same_update(tmp_path
     assert obj["provenance"]["checkpoint"].endswith(f"best/{best}")
 
 
+def test_the_full_split_best_metric_rule_still_keeps_its_best(tmp_path, data_dir):
+    out = _train(
+        tmp_path,
+        data_dir,
+        [
+            "train.selection = None",
+            "train.best_metric = 'accuracy'",
+            "train.eval_every = 1",
+            "train.num_train_steps = 2",
+            "train.checkpoint_every = 2",
+        ],
+    )
+    assert "selected" not in out and not (tmp_path / "eval_best").exists()
+    # One best checkpoint of the two evaluations (both score 0 of 2 on the dummy validation1),
+    # ranked by the full evaluation's metrics, which Orbax keeps beside it.
+    (kept,) = os.listdir(tmp_path / "best")
+    assert kept in ("1", "2") and out["eval"]["validation1"]["accuracy"] == 0.0
+    ranked = json.loads((tmp_path / "best" / kept / "metrics" / "metrics").read_text())
+    assert ranked["accuracy"] == 0.0 and "selection" not in _meta(tmp_path, 2)
+
+
 def test_a_selection_split_the_data_lacks_is_named(tmp_path, data_dir):
     with pytest.raises(ValueError, match=r"BatchEmaSelection.split='validation2'.*Unknown split"):
         _train(tmp_path, data_dir, ["BatchEmaSelection.split = 'validation2'"])
