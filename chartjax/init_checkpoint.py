@@ -2,7 +2,10 @@
 
 Selected by `gin_configs/init/{random,t5x,hf,chartjax}.gin` (`train.init_format`,
 `train.init_path`). Only parameters are taken; the optimizer state starts fresh, as a
-fine-tuning run of T5X does from a pretrained checkpoint.
+fine-tuning run of T5X does from a pretrained checkpoint. "chartjax_encoder"
+(`gin_configs/init/barlow_twins_encoder.gin`) takes only the `encoder` subtree of a run's step
+folder, its parameters and model state (BatchNorm statistics), and leaves the rest fresh: a
+Show, Attend and Tell model starting from a Barlow Twins run's ResNet.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from chartjax.interop.chartjax_ckpt import check_shapes
 
 __all__ = ["FORMATS", "apply", "check_shapes", "load_params", "pretrained_state"]
 
-FORMATS = ("random", "t5x", "hf", "chartjax")
+FORMATS = ("random", "t5x", "hf", "chartjax", "chartjax_encoder")
+ENCODER = "encoder"  # the subtree "chartjax_encoder" takes
 
 
 def load_params(fmt: str, path: str, model_fn) -> dict:
@@ -96,6 +100,8 @@ def apply(state: dict, params: dict, tx, shardings: dict) -> dict:
 def pretrained_state(fmt: str, path: str, model_fn, spec, init_fn, tx) -> dict:
     """A fresh train state (`init_fn`) around the checked parameters (and buffers) of
     checkpoint `path`."""
+    if fmt == "chartjax_encoder":
+        return encoder_state(path, spec, init_fn, tx)
     params, buffers = load_weights(fmt, path, model_fn)
     check_shapes(params, spec.abstract["params"], path)
     state = apply(init_fn(), params, tx, spec.shardings)
@@ -107,4 +113,34 @@ def pretrained_state(fmt: str, path: str, model_fn, spec, init_fn, tx) -> dict:
             ),
             spec.shardings["model_state"],
         )
+    return state
+
+
+def encoder_state(path: str, spec, init_fn, tx) -> dict:
+    """A fresh train state whose `encoder` parameters and model state are those of the run
+    step folder `path` (the other model's other parts are not read); the names and shapes of
+    that subtree must match (a mismatch names each array)."""
+    from chartjax import checkpoint
+
+    if not path or not os.path.isdir(path):
+        raise FileNotFoundError(f"init checkpoint (chartjax_encoder) not found: {path!r}")
+    target = {}
+    for item in ("params", "model_state"):
+        if ENCODER not in spec.abstract[item]:
+            if item == "params":
+                raise ValueError(f"chartjax_encoder: the model has no {ENCODER!r} parameters")
+            continue
+        target[item] = {
+            ENCODER: jax.tree.map(
+                lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                spec.abstract[item][ENCODER],
+                spec.shardings[item][ENCODER],
+            )
+        }
+    got = checkpoint.restore_partial(path, target)
+    state = init_fn()
+    params = {**state["params"], ENCODER: got["params"][ENCODER]}
+    state = apply(state, params, tx, spec.shardings)
+    if "model_state" in got:
+        state["model_state"] = {**state["model_state"], ENCODER: got["model_state"][ENCODER]}
     return state

@@ -1,0 +1,269 @@
+"""Chart-to-Text's image-captioning row (Kantharaj et al. 2022, §4.1, Table 4 "Image captioning":
+Statista BLEU 15.94, Pew 4.09): two tasks, trained from scratch on the corpus alone.
+
+* `chart_to_text_barlow_twins` (chart_to_text_barlow_twins_task): Barlow Twins pretraining of a
+  ResNet-50 on the charts of one corpus's training split (images only; "we pretrained a separate
+  ResNet50 for each dataset"). Loss and augmentations: chartjax/models/barlow_twins.py. The
+  evaluation embeds two augmented views of every chart of a split (a fixed key, eval-mode
+  BatchNorm) and reports the loss over the whole split (embeddings standardised over it) with
+  the cross-correlation's on-diagonal mean and off-diagonal RMS; predictions.jsonl holds each
+  chart's cosine similarity between its two views.
+* `chart_to_text` (chart_to_text_caption_task): Show, Attend and Tell (chartjax/models/
+  show_attend_tell.py), chart image -> summary, scored as every Chart-to-Text row
+  (chart_to_text.make_score_fn: BLEU, ROUGE, METEOR, CIDEr, content selection; BLEURT and
+  perplexity with their models). The encoder starts from the Barlow Twins run
+  (gin_configs/init/barlow_twins_encoder.gin: its `encoder` parameters and BatchNorm statistics).
+
+Inputs: the chart resized to `image_size` x `image_size` (aspect ratio not kept, as Show,
+Attend and Tell implementations resize to a square; the size is [unverified]: 256 here).
+Targets: a word vocabulary of the training summaries (the `vocab_size` - 3 most frequent
+whitespace tokens, ties by the word; Statista's summaries are pre-tokenized), ids 0 <pad> (also
+the decoder start), 1 </s>, 2 <unk>; built when the task is built, so training and chartjax-eval
+agree without a file. [inferred] Xu et al.'s captioners use word vocabularies; the Chart-to-Text
+one is not described.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Iterable, Sequence
+
+import gin
+import numpy as np
+
+from chartjax.data import sources
+from chartjax.data.images import decode_image_bytes
+from chartjax.metrics.scores import Scores
+from chartjax.models import barlow_twins as bt
+from chartjax.models import show_attend_tell as sat
+from chartjax.models.resnet import ResNetConfig
+from chartjax.tasks import chart_to_text, seq2seq
+from chartjax.tasks.task import Evaluation, Task
+
+# The model configs, registered here (chartjax/models/configurables.py is the usual home; the
+# model modules import no gin): `build_caption_model.config = @ShowAttendTellConfig()`.
+ResNetConfigurable = gin.external_configurable(ResNetConfig, module="chartjax.models")
+ShowAttendTellConfig = gin.external_configurable(sat.ShowAttendTellConfig, module="chartjax.models")
+BarlowTwinsConfig = gin.external_configurable(bt.BarlowTwinsConfig, module="chartjax.models")
+
+SPECIALS = ("<pad>", "</s>", "<unk>")
+PAD, EOS, UNK = 0, 1, 2
+
+
+@gin.configurable(module="chartjax.models")
+def build_caption_model(config=gin.REQUIRED, rngs=None):
+    """Show, Attend and Tell or Barlow Twins, by the type of `config`."""
+    rngs = 0 if rngs is None else rngs
+    if isinstance(config, bt.BarlowTwinsConfig):
+        return bt.build(config, rngs)
+    if isinstance(config, sat.ShowAttendTellConfig):
+        return sat.build(config, rngs)
+    raise TypeError(f"build_caption_model: unsupported config {type(config).__name__}")
+
+
+# ------------------------------------------------------------------ vocabulary ------------
+
+
+class WordVocab:
+    """Whitespace words, with the interface seq2seq.target_arrays uses. Hand-written: the
+    SentencePiece / BPE vocabularies of data/vocab.py need a trained model file."""
+
+    pad_id, eos_id, unk_id, decoder_start_id = PAD, EOS, UNK, PAD
+
+    def __init__(self, words: Sequence[str]):
+        self.words = list(SPECIALS) + [w for w in words if w not in SPECIALS]
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def encode_batch(self, texts, max_len: int, add_eos: bool = True) -> np.ndarray:
+        out = np.zeros((len(texts), max_len), np.int32)
+        for n, text in enumerate(texts):
+            ids = [self.index.get(w, UNK) for w in text.split()][: max_len - int(add_eos)]
+            ids += [EOS] if add_eos else []
+            out[n, : len(ids)] = ids
+        return out
+
+    def decode_batch(self, ids) -> list[str]:
+        texts = []
+        for row in np.asarray(ids):
+            words = []
+            for i in row.tolist():
+                if i == EOS:
+                    break
+                if i != PAD:
+                    words.append(self.words[i] if i < len(self.words) else SPECIALS[UNK])
+            texts.append(" ".join(words))
+        return texts
+
+
+def build_vocab(texts: Iterable[str], size: int) -> WordVocab:
+    """The `size` - 3 most frequent whitespace tokens of `texts` (ties by the token)."""
+    counts = collections.Counter(w for t in texts for w in t.split())
+    ranked = sorted(
+        (c for c in counts.items() if c[0] not in SPECIALS), key=lambda c: (-c[1], c[0])
+    )
+    return WordVocab([w for w, _ in ranked[: max(size - len(SPECIALS), 0)]])
+
+
+# ------------------------------------------------------------------ features --------------
+
+
+def _image(rec, image_size: int):
+    """The chart as uint8 `[image_size, image_size, 3]` (tf, inside the tf.data map)."""
+    import tensorflow as tf
+
+    img = tf.numpy_function(decode_image_bytes, [rec["image_bytes"]], tf.uint8, stateful=False)
+    img = tf.image.resize(tf.ensure_shape(img, [None, None, 3]), [image_size, image_size])
+    return tf.cast(tf.clip_by_value(tf.round(img), 0.0, 255.0), tf.uint8)
+
+
+def _host(rec, keep_host: bool) -> dict:
+    return {k: rec[k] for k in sources.RECORD_KEYS} if keep_host else {}
+
+
+def _source(config, data_dir, train_split, shuffle_buffer) -> sources.TfdsSource:
+    if config not in chart_to_text.CONFIGS:
+        raise ValueError(f"config {config!r} is not one of {chart_to_text.CONFIGS}")
+    return sources.TfdsSource(
+        f"chart_to_text/{config}",
+        data_dir,
+        train_split=train_split,
+        shuffle_buffer=shuffle_buffer,
+        expand=chart_to_text.make_expand("image", config),
+        field_keys=chart_to_text.COMMON_KEYS + chart_to_text.CONFIG_KEYS[config],
+        image_key="image",
+    )
+
+
+def _records(host) -> list[dict]:
+    return [
+        {
+            "id": sources.as_python(i),
+            "prompt": sources.as_python(p),
+            "target": sources.as_python(t),
+            "meta": json.loads(sources.as_python(m)),
+        }
+        for i, p, t, m in zip(host["id"], host["prompt"], host["target"], host["meta"])
+    ]
+
+
+# ------------------------------------------------------------------ the tasks -------------
+
+
+@gin.configurable("chart_to_text_barlow_twins_task")
+def make_pretrain_task(
+    data_dir: str = "~/tensorflow_datasets",
+    config: str = "statista",
+    *,
+    image_size: int = 256,
+    lambd: float = 5.1e-3,
+    train_split: str = "train",
+    eval_splits: tuple[str, ...] = ("validation",),
+    shuffle_buffer: int = 10_000,
+) -> Task:
+    """Barlow Twins on the charts of `config` (see the module docstring); `lambd` must equal
+    the model's BarlowTwinsConfig.lambd (recipes bind both from one macro)."""
+    source = _source(config, data_dir, train_split, shuffle_buffer)
+
+    def features(keep_host):
+        return lambda rec: {"image": _image(rec, image_size), **_host(rec, keep_host)}
+
+    def loss(model, batch, *, train):
+        return bt.loss(model, batch, train=train)
+
+    def evaluate(predictions, host, split):
+        import jax.numpy as jnp
+
+        z = np.asarray(predictions, np.float32)  # [N, 2, D]
+        value, stats = bt.barlow_twins_loss(jnp.asarray(z[:, 0]), jnp.asarray(z[:, 1]), lambd)
+        metrics = {"barlow_twins_loss": float(value), **{k: float(v) for k, v in stats.items()}}
+        a, b = z[:, 0], z[:, 1]
+        norms = np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+        cos = np.sum(a * b, axis=-1) / norms
+        rows = [
+            {"id": r["id"], "prediction": round(float(c), 6)} for r, c in zip(_records(host), cos)
+        ]
+        return Evaluation(Scores(metrics=metrics), rows)
+
+    return Task(
+        name="chart_to_text_barlow_twins",
+        source=source,
+        features=features,
+        loss=loss,
+        predict=bt.predict,
+        evaluate=evaluate,
+        model_inputs=("image",),
+        eval_splits=tuple(eval_splits),
+    )
+
+
+@gin.configurable("chart_to_text_caption_task")
+def make_task(
+    data_dir: str = "~/tensorflow_datasets",
+    config: str = "statista",
+    *,
+    vocab_size: int = gin.REQUIRED,
+    image_size: int = 256,
+    max_target_len: int = 128,
+    train_split: str = "train",
+    eval_splits: tuple[str, ...] = ("validation", "test"),
+    bleurt_checkpoint: str | None = None,
+    ppl_model: str | None = None,
+    bleu_tokenize: str = "13a",
+    shuffle_buffer: int = 10_000,
+    decoding=None,
+) -> Task:
+    """Show, Attend and Tell on `config`: chart image -> summary (see the module docstring)."""
+    decoding = decoding or seq2seq.Decoding()
+    source = _source(config, data_dir, train_split, shuffle_buffer)
+    vocab = build_vocab((r["target"] for r in source.records(train_split)), vocab_size)
+    score_fn = chart_to_text.make_score_fn(
+        bleurt_checkpoint=bleurt_checkpoint, ppl_model=ppl_model, bleu_tokenize=bleu_tokenize
+    )
+    L = max_target_len
+
+    def features(keep_host):
+        import tensorflow as tf
+
+        def targets_py(target):
+            return seq2seq.target_arrays(vocab, target.decode("utf-8"), L)
+
+        def fn(rec):
+            tgt, inp = tf.numpy_function(
+                targets_py, [rec["target"]], (tf.int32, tf.int32), stateful=False
+            )
+            return {
+                "encoder_input_tokens": _image(rec, image_size),
+                "decoder_target_tokens": tf.ensure_shape(tgt, [L]),
+                "decoder_input_tokens": tf.ensure_shape(inp, [L]),
+                **_host(rec, keep_host),
+            }
+
+        return fn
+
+    def loss(model, batch, *, train):
+        return sat.loss(model, batch, deterministic=not train)
+
+    def evaluate(predictions, host, split):
+        texts = vocab.decode_batch(np.asarray(predictions))
+        records = _records(host)
+        scores, _ = score_fn(texts, records, split)
+        rows = [
+            {"id": r["id"], "prediction": text, "target": r["target"]}
+            for text, r in zip(texts, records)
+        ]
+        return Evaluation(scores, rows)
+
+    return Task(
+        name="chart_to_text",
+        source=source,
+        features=features,
+        loss=loss,
+        predict=seq2seq.make_predict(decoding),
+        evaluate=evaluate,
+        model_inputs=("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens"),
+        eval_splits=tuple(eval_splits),
+    )
