@@ -195,6 +195,9 @@ class RelationNetwork(nnx.Module):
         x = constrain(x, ("batch", None, None, None))
         for layer in self.g_rest:
             x = jax.nn.relu(layer(x))
+        # The mean, as the co-author's "aggregation_type": "avg"; the RN paper sums. With
+        # REFERENCE_INIT a sum over the 256 pairs of a 4x4 grid starts the logits at ~500
+        # (loss 276 vs 1.3; tools/bench/figureqa_sanity.py, mini_rn_sum).
         return self.f(jnp.mean(x, axis=(1, 2)), train=train)
 
 
