@@ -32,7 +32,7 @@ REQUIRED_KEYS = ("task", "split", "step", "num_examples", "metrics")
 OPTIONAL_KEYS = ("breakdowns", "unavailable", "provenance")
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
 # Metrics in native units (DESIGN.md §8) and counts/lengths; every other metric is in [0, 1].
-UNBOUNDED_WORDS = ("cider", "bleurt", "perplexity", "ppl")  # any "_"-separated word
+UNBOUNDED_WORDS = ("cider", "bleurt", "perplexity", "ppl", "loss")  # any "_"-separated word
 UNBOUNDED_PREFIXES = ("num_", "pred_")
 UNBOUNDED_SUFFIXES = ("_count", "_length", "_len", "length_ratio")
 UNBOUNDED_NAMES = ("n", "support")
@@ -41,8 +41,8 @@ UNBOUNDED_NAMES = ("n", "support")
 def is_bounded(name: str) -> bool:
     """Whether metric ``name`` must lie in [0, 1] (DESIGN.md §8).
 
-    Unbounded: names with a word cider*, bleurt*, perplexity* or ppl* (``cider_d``,
-    ``explanation_bleurt``), counts (``n``, ``support``, ``num_*``, ``pred_*``, ``*_count``) and
+    Unbounded: names with a word cider*, bleurt*, perplexity*, ppl* or loss* (``cider_d``,
+    ``explanation_bleurt``, ``barlow_twins_loss``), counts (``n``, ``support``, ``num_*``, ``pred_*``, ``*_count``) and
     lengths (``*_length``, ``*_len``, ``*length_ratio``).
     """
     words = name.split("_")
