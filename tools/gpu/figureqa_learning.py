@@ -8,12 +8,12 @@ layout, ~16 KB a figure of the easy corpus, ~23 KB of the release mix: the defau
 2 x 200 figures, are ~40 MiB, which with the repository fits the device machine's 64 MiB
 upload):
 
-    .venv/bin/python tools/gpu/figureqa_learning.py generate --out runs/gpu_data/figureqa
+    .venv/bin/python tools/gpu/figureqa_learning.py generate --out runs/gpu_figureqa
 
 and run it THERE (repository root; runs/ is git-ignored, so the run tool carries it with
-carry=["runs/gpu_data/figureqa"]):
+carry=["runs/gpu_figureqa"]):
 
-    PYTHONPATH=. python tools/gpu/figureqa_learning.py train --data runs/gpu_data/figureqa \\
+    PYTHONPATH=. python tools/gpu/figureqa_learning.py train --data runs/gpu_figureqa \\
         --out $OUT/figureqa
 
 `generate` runs chartjax-synth's FigureQA generator (`--corpus easy`, the default: the

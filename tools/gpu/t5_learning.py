@@ -5,12 +5,12 @@ constant summary.
 
 Generate the data HERE (a full chartjax environment; ~9 MiB for the defaults):
 
-    .venv/bin/python tools/gpu/t5_learning.py generate --out runs/gpu_data/t5
+    .venv/bin/python tools/gpu/t5_learning.py generate --out runs/gpu_t5
 
 and run it THERE (repository root; runs/ is git-ignored, so the run tool carries it with
-carry=["runs/gpu_data/t5"]):
+carry=["runs/gpu_t5"]):
 
-    PYTHONPATH=. python tools/gpu/t5_learning.py train --data runs/gpu_data/t5 --out $OUT/t5
+    PYTHONPATH=. python tools/gpu/t5_learning.py train --data runs/gpu_t5 --out $OUT/t5
 
 `generate` writes `train.jsonl` / `heldout.jsonl` (id, target, and the SentencePiece ids with
 EOS of prompt and target: the chart_to_text task's own "translate Chart to Text: <title> <s> <records>"
