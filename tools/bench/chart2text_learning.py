@@ -9,7 +9,7 @@ the first / last / largest / smallest rows) go through the Chart-to-Text records
 Python parts (chartjax/tasks/chart_to_text_records.py: records, data-variable templating,
 content-selection labels, packing, word vocabulary, back-substitution) into each model, trained
 with Adam for `--budget-cpu-s` CPU seconds of this process (after compilation; the machine may be
-shared, so CPU time, not wall time, is the budget) on one device with a plain
+shared, so CPU time, not wall time, is the budget; the held-out evaluations count in it) on one device with a plain
 `nnx.jit` step, as tools/bench/rn_learning.py does: this measures learning, not the sharded loop
 (tests/tasks/test_chart_to_text_records.py runs the recipes through chartjax.train).
 
@@ -18,6 +18,14 @@ back-substituted greedy outputs, against the best constant summary (the training
 the highest held-out BLEU among `--constants` candidates) and, as a ceiling, the true summaries'
 templating round trip. Progress lines to stderr; the harness JSON (steps, wall and CPU seconds,
 load averages) to stdout and `--out`.
+
+Measured (2026-12-02, 2 shared cores at load 17-26, defaults: 2,000 training / 200 held-out
+charts, d_model 64, Chart2text 1+2 layers, Field-Infuse 2+2, batch 32, Adam 1e-3, 240 CPU s
+each): held-out BLEU / CS of the best constant summary 0.151 / 0.202; templating round trip of
+the true summaries 1.0 / 1.0. Chart2text 2,829 steps (1,370 s wall, 241 CPU s): BLEU 0.34 at
+step 200, 0.50-0.55 from step 400 on, 0.485 at the end; CS 0.77-0.80. Field-Infuse 2,416 steps
+(1,162 s wall, 241 CPU s): BLEU 0.29 at step 200, 0.17-0.50 over the run (noisy), 0.451 at the
+end; CS 0.60-0.79.
 """
 
 from __future__ import annotations
