@@ -1,6 +1,7 @@
 """Benchmark loading a Pix2Struct-base-shaped T5X checkpoint (random weights; JSON on stdout).
 
     python -m chartjax.tools.bench.t5x_load --dir /tmp/p2s_base/checkpoint_0 [--dtype float32] [--keep]
+        [--size base|small]
 
 Writes the checkpoint (zarr arrays written one at a time from random numbers, t5x's 64 MiB
 chunks, gzip) unless `--dir` already holds one, then loads it with `chartjax.interop.t5x.load`
@@ -29,10 +30,17 @@ BASE = dict(
     num_decoder_layers=12,
     dtype="float32",
 )
+# Checkpoint sizes by name: base (Pix2Struct-base, 282M parameters) and a smaller one with the
+# same vocabulary (bench/scaling.py fits the load time's slope over the two).
+SIZES = {
+    "base": BASE,
+    "small": {**BASE, "emb_dim": 384, "num_heads": 6, "mlp_dim": 1024}
+    | {"num_encoder_layers": 6, "num_decoder_layers": 6},
+}
 
 
-def write(ckpt_dir: str, dtype: str) -> dict:
-    """A T5X checkpoint with the base shapes, one random array in memory at a time."""
+def write(ckpt_dir: str, dtype: str, size: str = "base") -> dict:
+    """A T5X checkpoint with the `SIZES[size]` shapes, one random array in memory at a time."""
     import jax
     import numpy as np
     from flax import nnx, serialization
@@ -41,7 +49,7 @@ def write(ckpt_dir: str, dtype: str) -> dict:
     from chartjax.models import pix2struct as p2s_lib
     from chartjax.models.model_configs import Pix2StructConfig
 
-    cfg = Pix2StructConfig(**BASE)
+    cfg = Pix2StructConfig(**SIZES[size])
     abstract = nnx.eval_shape(lambda: p2s_lib.build(cfg, 0))
     rng = np.random.default_rng(0)
     os.makedirs(ckpt_dir, exist_ok=True)
@@ -124,6 +132,7 @@ def main(argv=None) -> dict | None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", default="/tmp/chartjax_bench_t5x/checkpoint_0")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--size", default="base", choices=sorted(SIZES), help="shapes to write")
     p.add_argument("--keep", action="store_true", help="keep the written checkpoint")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     harness.add_out_flag(p)
@@ -132,10 +141,10 @@ def main(argv=None) -> dict | None:
         _child(a.dir)
         return None
     run = harness.Run("t5x_load", vars(a), ("jax", "flax", "tensorstore", "psutil"))
-    out: dict = {"dir": a.dir, "stored_dtype": a.dtype}
+    out: dict = {"dir": a.dir, "stored_dtype": a.dtype, "size": a.size}
     written = not os.path.isfile(os.path.join(a.dir, "checkpoint"))
     if written:
-        out.update(write(a.dir, a.dtype))
+        out.update(write(a.dir, a.dtype, a.size))
     try:
         child = harness.child_json("chartjax.tools.bench.t5x_load", ["--child", "--dir", a.dir])
     except harness.ChildError as e:

@@ -1,0 +1,29 @@
+"""tools/bench/scaling.py's fits on hand-made series and its size arguments."""
+
+import pytest
+
+from chartjax.tools.bench import scaling
+
+
+def test_fit_linear_quadratic_and_fixed_cost():
+    lin = scaling.fit([1000, 10000, 100000], [2.0, 20.0, 200.0])
+    assert lin["slope"] == pytest.approx(1.0) and lin["slope_top"] == pytest.approx(1.0)
+    assert lin["per_item_s"] == pytest.approx(0.002) and lin["fixed_s"] == pytest.approx(0.0)
+    assert not lin["super_linear"]
+    quad = scaling.fit([1, 2, 4], [1.0, 4.0, 16.0])
+    assert quad["slope"] == pytest.approx(2.0) and quad["super_linear"]
+    # 10 s start-up + 1 ms per item: the log-log slope is far below 1 until the work dominates.
+    fixed = scaling.fit([1000, 4000, 16000], [11.0, 14.0, 26.0])
+    assert fixed["fixed_s"] == pytest.approx(10.0) and fixed["per_item_s"] == pytest.approx(1e-3)
+    assert fixed["slope_top"] == pytest.approx(0.4465, abs=1e-4)  # log(26/14) / log(4)
+    assert not fixed["super_linear"]
+    with pytest.raises(ValueError, match=">= 2"):
+        scaling.fit([1], [1.0])
+    with pytest.raises(ValueError, match="positive"):
+        scaling.fit([0, 1], [1.0, 2.0])
+
+
+def test_one_size_is_no_slope():
+    for argv in (["--summaries", "10"], ["--figureqa", "100"], ["--t5x-sizes", "base"]):
+        with pytest.raises(SystemExit):
+            scaling.main(argv)
