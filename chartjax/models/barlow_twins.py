@@ -74,17 +74,20 @@ def cross_correlation(z1: jax.Array, z2: jax.Array, eps: float = 1e-5) -> jax.Ar
 
 
 def barlow_twins_loss(z1, z2, lambd: float, eps: float = 1e-5) -> tuple[jax.Array, dict]:
-    """(loss, {"on_diagonal_mean", "off_diagonal_rms"}) of one batch of paired embeddings."""
+    """(loss, stats) of one batch of paired embeddings. stats: `on_diagonal_loss` (mean of
+    (1 - C_ii)^2), `off_diagonal_loss` (mean of C_ij^2, i != j): the loss's two terms per
+    entry, and `on_diagonal_mean` (mean C_ii, in [-1, 1]: 1 when the views agree)."""
     c = cross_correlation(z1, z2, eps)
     d = c.shape[0]
     diag = jnp.diagonal(c)
+    on_sq = jnp.sum((1.0 - diag) ** 2)
     off_sq = jnp.sum(c**2) - jnp.sum(diag**2)
-    loss = jnp.sum((1.0 - diag) ** 2) + lambd * off_sq
     stats = {
+        "on_diagonal_loss": on_sq / d,
+        "off_diagonal_loss": off_sq / max(d * d - d, 1),
         "on_diagonal_mean": jnp.mean(diag),
-        "off_diagonal_rms": jnp.sqrt(off_sq / max(d * d - d, 1)),
     }
-    return loss, stats
+    return on_sq + lambd * off_sq, stats
 
 
 # ---------------------------------------------------------------------- augmentations -------

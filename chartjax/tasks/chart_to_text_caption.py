@@ -6,8 +6,9 @@ Statista BLEU 15.94, Pew 4.09): two tasks, trained from scratch on the corpus al
   ResNet50 for each dataset"). Loss and augmentations: chartjax/models/barlow_twins.py. The
   evaluation embeds two augmented views of every chart of a split (a fixed key, eval-mode
   BatchNorm) and reports the loss over the whole split (embeddings standardised over it) with
-  the cross-correlation's on-diagonal mean and off-diagonal RMS; predictions.jsonl holds each
-  chart's cosine similarity between its two views.
+  its two terms per entry of the cross-correlation C: `on_diagonal_loss` (mean (1 - C_ii)^2)
+  and `off_diagonal_loss` (mean C_ij^2, i != j); predictions.jsonl holds each chart's cosine
+  similarity between its two views.
 * `chart_to_text` (chart_to_text_caption_task): Show, Attend and Tell (chartjax/models/
   show_attend_tell.py), chart image -> summary, scored as every Chart-to-Text row
   (chart_to_text.make_score_fn: BLEU, ROUGE, METEOR, CIDEr, content selection; BLEURT and
@@ -179,7 +180,8 @@ def make_pretrain_task(
 
         z = np.asarray(predictions, np.float32)  # [N, 2, D]
         value, stats = bt.barlow_twins_loss(jnp.asarray(z[:, 0]), jnp.asarray(z[:, 1]), lambd)
-        metrics = {"barlow_twins_loss": float(value), **{k: float(v) for k, v in stats.items()}}
+        metrics = {"barlow_twins_loss": float(value)}
+        metrics.update({k: float(stats[k]) for k in ("on_diagonal_loss", "off_diagonal_loss")})
         a, b = z[:, 0], z[:, 1]
         norms = np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
         cos = np.sum(a * b, axis=-1) / norms

@@ -44,7 +44,8 @@ def test_barlow_twins_loss_hand_computed():
     loss, stats = bt.barlow_twins_loss(z1, z2, lambd=0.5, eps=0.0)
     assert float(loss) == pytest.approx(4 + 0.5 * 2)
     assert float(stats["on_diagonal_mean"]) == pytest.approx(0.0)
-    assert float(stats["off_diagonal_rms"]) == pytest.approx(1.0)
+    assert float(stats["on_diagonal_loss"]) == pytest.approx(4 / 2)
+    assert float(stats["off_diagonal_loss"]) == pytest.approx(2 / 2)
     # Identical views of decorrelated dimensions: C = I and the loss is 0.
     z = jnp.asarray([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
     loss, stats = bt.barlow_twins_loss(z, z, lambd=5e-3, eps=0.0)

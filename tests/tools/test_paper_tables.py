@@ -96,9 +96,9 @@ def test_tables_from_a_fake_runs_folder(runs, tmp_path):
     text_only = _row(result, ("figureqa", "3"), "Text only")
     assert [c["status"] for c in text_only["cells"]] == ["not run", "not run"]
     assert "| Text only | `figureqa_text_only` | — | 50.01 | not run | 50.01 | not run |" in text
-    captioning = _row(result, ("chart_to_text", "4 (Pew)"), "Image captioning")
-    assert captioning["recipe"] is None
-    assert {c["status"] for c in captioning["cells"]} == {"no recipe"}
+    abc = _row(result, ("chart_info_2019", "II"), "ABC")  # a participant's own system
+    assert abc["recipe"] is None
+    assert {c["status"] for c in abc["cells"]} == {"no recipe"}
     # Chart-to-Text's Pew table: BLEU printed with the paper's two decimals.
     assert "| OCR-T5 | `chart_to_text_pew_ocr_t5` | — | 10.49 | not run |" in text
     assert result["other_runs"] == [] and "(none)" in text
