@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.score
 	$(PY) -m chartjax.tools.bench.build --charts 300
 	$(PY) -m chartjax.tools.bench.t5x_load
+	$(PY) -m chartjax.tools.bench.scaling --out bench_scaling.json
 	$(PY) -m chartjax.tools.bench.classify --examples 256 --batch 16
 	$(PY) -m chartjax.tools.bench.rn_learning --images 400 --steps 500 --eval_every 250
 	$(PY) -m chartjax.tools.bench.figureqa_sanity --budget-s 600 --out figureqa_sanity.json
