@@ -3,7 +3,8 @@
     python -m chartjax.tools.paper_tables --runs runs/ --out tables.md [--json tables.json]
 
 A run is a workdir under `--runs` (at any depth) holding `config.gin` and
-`eval/<split>/step_<N>/metrics.json`. Its recipe is the `tasks/<recipe>.gin` that
+`eval/<split>/step_<N>/metrics.json` (or `eval_best/...`, what a selection rule chose:
+preferred where present). Its recipe is the `tasks/<recipe>.gin` that
 `recipe.gin_files` names in its `config.gin` (bound by chartjax.config.parse_gin, saved by
 `chartjax-train` and, for evaluation-only runs, by `chartjax-eval`); a workdir without that
 binding counts as recipe `<folder name>` when a recipe of that name exists (the docs'
@@ -88,10 +89,9 @@ def recipe_of(workdir: str, recipes: set[str]) -> str | None:
     return folder if folder in recipes else None
 
 
-def read_run(workdir: str) -> dict:
-    """{split: {"step", "metrics", "unavailable", "path"}} of the latest step of each split."""
+def _latest_steps(eval_dir: str, selected: bool) -> dict:
+    """{split: {...}} of the latest step of each split under `eval_dir`."""
     splits: dict[str, dict] = {}
-    eval_dir = os.path.join(workdir, "eval")
     for split_name in sorted(os.listdir(eval_dir)) if os.path.isdir(eval_dir) else []:
         split_dir = os.path.join(eval_dir, split_name)
         for step_name in os.listdir(split_dir) if os.path.isdir(split_dir) else []:
@@ -109,7 +109,18 @@ def read_run(workdir: str) -> dict:
                     "unavailable": obj.get("unavailable", {}),
                     "path": path,
                     "mtime": os.path.getmtime(path),
+                    "selected": selected,
                 }
+    return splits
+
+
+def read_run(workdir: str) -> dict:
+    """{split: {"step", "metrics", "unavailable", "path", "selected"}} per split: the
+    parameters a selection rule chose (`eval_best/`, written by train.selection, e.g. the
+    FigureQA paper's moving average on validation2) where the run has them, since those are
+    what the paper reports; else the latest step of `eval/`."""
+    splits = _latest_steps(os.path.join(workdir, "eval"), selected=False)
+    splits.update(_latest_steps(os.path.join(workdir, "eval_best"), selected=True))
     return splits
 
 
@@ -118,7 +129,7 @@ def find_runs(root: str, recipes: set[str] | None = None) -> list[dict]:
     recipes = known_recipes() if recipes is None else recipes
     runs = []
     for dirpath, dirnames, filenames in os.walk(root):
-        if "config.gin" in filenames or "eval" in dirnames:
+        if "config.gin" in filenames or "eval" in dirnames or "eval_best" in dirnames:
             splits = read_run(dirpath)
             runs.append(
                 {
@@ -128,7 +139,8 @@ def find_runs(root: str, recipes: set[str] | None = None) -> list[dict]:
                     "mtime": max((s["mtime"] for s in splits.values()), default=0.0),
                 }
             )
-            dirnames[:] = [d for d in dirnames if d not in ("eval", "checkpoints", "best")]
+            skip = ("eval", "eval_best", "checkpoints", "best")
+            dirnames[:] = [d for d in dirnames if d not in skip]
     return sorted(runs, key=lambda r: r["dir"])
 
 
@@ -154,7 +166,14 @@ def _cell(column: dict, paper: float | None, run: dict | None, recipe: str | Non
     if name in split["metrics"]:
         raw = split["metrics"][name]
         ours = raw * 100 if column["unit"] == "percent" else raw
-        return {**cell, "ours": ours, "ours_raw": raw, "step": split["step"], "status": "ok"}
+        return {
+            **cell,
+            "ours": ours,
+            "ours_raw": raw,
+            "step": split["step"],
+            "selected": split.get("selected", False),
+            "status": "ok",
+        }
     if name in split["unavailable"]:
         return {
             **cell,
@@ -252,8 +271,9 @@ def _ours(cell: dict, decimals: int) -> str:
 def _run_cell(row: dict) -> str:
     if not row["run"]:
         return "—"
-    steps = sorted({c["step"] for c in row["cells"] if "step" in c})
-    text = f"`{row['run']}`" + (f" @ {', '.join(map(str, steps))}" if steps else "")
+    steps = sorted({(c["step"], c.get("selected", False)) for c in row["cells"] if "step" in c})
+    named = [f"{step} (selected)" if selected else str(step) for step, selected in steps]
+    text = f"`{row['run']}`" + (f" @ {', '.join(named)}" if named else "")
     if row["other_runs"]:
         text += f" (also: {', '.join(row['other_runs'])})"
     return text
