@@ -95,9 +95,12 @@ def _preprocess_fn(
     pad_position: str = "center",
     train_pad: int = 0,
     augment_seed: int = 0,
+    image_height: int | None = None,
 ):
     """The tf.data map of one example; `keep_meta` (evaluation) keeps the host fields and
-    never crops; without it (training) `train_pad` > 0 pads and randomly crops."""
+    never crops; without it (training) `train_pad` > 0 pads and randomly crops. The image is
+    `image_height` x `image_size` (square when `image_height` is None)."""
+    height, width = image_height or image_size, image_size
     import tensorflow as tf
 
     vocab = vocabulary()
@@ -110,26 +113,25 @@ def _preprocess_fn(
         img = tf.io.decode_png(ex["image"], channels=3)
         img = tf.image.resize(
             img,
-            [image_size, image_size],
+            [height, width],
             method="bilinear",
             preserve_aspect_ratio=True,
             antialias=antialias,
         )
         if pad_position == "center":
-            img = tf.image.resize_with_crop_or_pad(img, image_size, image_size)
+            img = tf.image.resize_with_crop_or_pad(img, height, width)
         else:
-            img = tf.image.pad_to_bounding_box(img, 0, 0, image_size, image_size)
+            img = tf.image.pad_to_bounding_box(img, 0, 0, height, width)
         img = tf.cast(tf.clip_by_value(tf.round(img), 0, 255), tf.uint8)
         if train_pad and not keep_meta:
-            big = image_size + train_pad
-            img = tf.image.resize_with_crop_or_pad(img, big, big)
+            img = tf.image.resize_with_crop_or_pad(img, height + train_pad, width + train_pad)
             seed = tf.stack(
                 [
                     tf.constant(augment_seed, tf.int64),
                     tf.strings.to_hash_bucket_fast(ex["id"], 2**62),
                 ]
             )
-            img = tf.image.stateless_random_crop(img, [image_size, image_size, 3], seed=seed)
+            img = tf.image.stateless_random_crop(img, [height, width, 3], seed=seed)
         q = tf.strings.lower(ex["question"])
         q = tf.strings.regex_replace(q, r"[?.]", "")
         q = tf.strings.regex_replace(q, r"([,;])", r" \1 ")
@@ -198,13 +200,17 @@ def make_task(
     pad_position: str = "center",
     train_pad: int = 0,
     augment_seed: int = 0,
+    image_height: int | None = None,
     train_split: str = "train1",
     eval_splits: tuple[str, ...] = ("validation1", "validation2"),
     shuffle_buffer: int = 10_000,
 ) -> Task:
     """The FigureQA task. image_size, antialias, pad_position, train_pad, augment_seed: the
     image preprocessing (module docstring; the paper: image_size 256, train_pad 8; centred as
-    the co-author's code)."""
+    the co-author's code). image_height: a non-square image_height x image_size input (the
+    VGG-16 baseline's 320 x 480), the figure fitted inside it with its aspect kept."""
+    if image_height is not None and image_height <= 0:
+        raise ValueError(f"figureqa_task.image_height must be > 0, got {image_height}")
     if pad_position not in PAD_POSITIONS:
         raise ValueError(
             f"figureqa_task.pad_position must be one of {PAD_POSITIONS}, got {pad_position!r}"
@@ -224,6 +230,7 @@ def make_task(
             pad_position=pad_position,
             train_pad=train_pad,
             augment_seed=augment_seed,
+            image_height=image_height,
         ),
         loss=classification.softmax_xent_loss,
         predict=classification.argmax_predict,

@@ -117,3 +117,22 @@ def test_the_crop_runs_inside_a_tf_data_map_as_eagerly():
 def test_bad_options_name_the_field(kw, match):
     with pytest.raises(ValueError, match=f"figureqa_task.*{match}"):
         figureqa.make_task(**kw)
+
+
+def test_a_non_square_input_fits_the_figure_inside_height_by_width():
+    """image_height: the VGG-16 baseline's 320 x 480 input, the figure's aspect kept."""
+    wide = np.full((50, 100, 3), 200, np.uint8)  # 2:1 inside 3:2 -> 480 x 240, centred rows
+    got = _image(_example(wide), 480, image_height=320)
+    assert got.shape == (320, 480, 3)
+    assert (got[40:280] == 200).all() and not got[:40].any() and not got[280:].any()
+    square = np.full((60, 60, 3), 70, np.uint8)  # height-bound: 320 x 320, centred columns
+    got = _image(_example(square), 480, image_height=320, pad_position="top_left")
+    assert (got[:, :320] == 70).all() and not got[:, 320:].any()
+    # Training pads both sides by train_pad and crops back to 320 x 480.
+    assert _image(_example(wide), 480, train=True, image_height=320, train_pad=8).shape == (
+        320,
+        480,
+        3,
+    )
+    with pytest.raises(ValueError, match="image_height"):
+        figureqa.make_task(image_height=0)

@@ -73,6 +73,8 @@ def test_recipe_holds_the_paper_setup():
         assert q("VGG16Config.fc_dim") == 512 and q("VGG16Config.f_dim") == 512
         assert q("VGG16Config.lstm_dim") == 256 and q("VGG16Config.embed_dim") == 32
         assert q("figureqa_task.train_pad") == 0
+        # The task already gives the model 320 x 480 (no resize inside the model).
+        assert (q("figureqa_task.image_height"), q("figureqa_task.image_size")) == (320, 480)
     finally:
         gin.clear_config()
     # Without the weights file the model is refused by name.
