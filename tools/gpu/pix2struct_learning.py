@@ -41,8 +41,12 @@ since its package imports tensorflow_datasets):
 Prints one JSON object (also written to `<out>/result.json`, with `predictions.jsonl`).
 
 Not yet run on a GPU: no device was lent when it was written (its 2-step CPU run is
-tests/tools/test_gpu_pix2struct.py). The default model (384 wide, 4+4 layers, 1,024 patches)
-is a guess at what learns in a few minutes there, not a measured setting.
+tests/tools/test_gpu_pix2struct.py). The default model (384 wide, 4+4 layers, 1,024 patches,
+batch 64, AdamW 1e-3, at most 3,000 steps or 300 s of training) is a guess at what learns in a
+few minutes there, not a measured setting; with loading (~2,600 PNGs and headers on one host
+core) and compilation it is meant to fit one 10-minute device call. On CPU the same charts were
+not read in 1,800-2,400 steps of a 2-million-parameter model (bench/learning.py, "Reading
+values").
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="folder with train/ and heldout/ corpora")
     p.add_argument("--out", required=True, help="output folder (result.json, predictions)")
     p.add_argument("--steps", type=int, default=3000)
-    p.add_argument("--time_budget_s", type=float, default=420.0, help="training wall limit")
+    p.add_argument("--time_budget_s", type=float, default=300.0, help="training wall limit")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=200)
@@ -79,7 +83,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=4, help="encoder and decoder layers each")
     p.add_argument("--dtype", default="bfloat16", help="activation dtype")
     p.add_argument("--attention", default="dot_product", help="Pix2StructConfig.attention_impl")
-    p.add_argument("--eval_every", type=int, default=500)
+    p.add_argument("--eval_every", type=int, default=1000)
     p.add_argument("--eval_batch", type=int, default=100)
     p.add_argument("--prompt", choices=("deplot", "none"), default="deplot")
     p.add_argument("--font", default=None, help="header font (default: <data>/DejaVuSans.ttf)")
