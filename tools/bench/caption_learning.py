@@ -21,6 +21,13 @@ red values that increase". 54 combinations; the held-out charts are new draws (o
 Reports BLEU (fractions), the Barlow Twins loss before and after, exact-match rate, steps,
 wall and process CPU seconds per phase, and the load average (harness). The loops are
 plain jitted optax steps (the generic train loop needs a TFDS build).
+
+Measured (2 shared cores, load average 16-21; 512 training / 128 held-out charts, seed 0):
+Barlow Twins 400 steps of 64 (40 CPU s): held-out loss 25.1 -> 4.5. Captioning 1,500 steps
+of 32 (33 CPU s): held-out BLEU 0.916 (exact caption 73%) vs 0.429 for the best constant
+caption; from a random encoder 0.916 (74%); at 300 steps 0.918 vs 0.923. So the captioner
+learns, and on charts this easy the pretrained encoder does not help (most errors are the
+count of values, e.g. 5 for 4).
 """
 
 from __future__ import annotations
