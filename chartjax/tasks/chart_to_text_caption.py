@@ -26,15 +26,15 @@ one is not described.
 
 from __future__ import annotations
 
-import collections
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import gin
 import numpy as np
 
-from chartjax.data import sources
+from chartjax.data import sources, word_vocab
 from chartjax.data.images import decode_image_bytes
+from chartjax.data.word_vocab import WordVocab
 from chartjax.metrics.scores import Scores
 from chartjax.models import barlow_twins as bt
 from chartjax.models import show_attend_tell as sat
@@ -47,9 +47,6 @@ from chartjax.tasks.task import Evaluation, Task
 ResNetConfigurable = gin.external_configurable(ResNetConfig, module="chartjax.models")
 ShowAttendTellConfig = gin.external_configurable(sat.ShowAttendTellConfig, module="chartjax.models")
 BarlowTwinsConfig = gin.external_configurable(bt.BarlowTwinsConfig, module="chartjax.models")
-
-SPECIALS = ("<pad>", "</s>", "<unk>")
-PAD, EOS, UNK = 0, 1, 2
 
 
 @gin.configurable(module="chartjax.models")
@@ -66,47 +63,9 @@ def build_caption_model(config=gin.REQUIRED, rngs=None):
 # ------------------------------------------------------------------ vocabulary ------------
 
 
-class WordVocab:
-    """Whitespace words, with the interface seq2seq.target_arrays uses. Hand-written: the
-    SentencePiece / BPE vocabularies of data/vocab.py need a trained model file."""
-
-    pad_id, eos_id, unk_id, decoder_start_id = PAD, EOS, UNK, PAD
-
-    def __init__(self, words: Sequence[str]):
-        self.words = list(SPECIALS) + [w for w in words if w not in SPECIALS]
-        self.index = {w: i for i, w in enumerate(self.words)}
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def encode_batch(self, texts, max_len: int, add_eos: bool = True) -> np.ndarray:
-        out = np.zeros((len(texts), max_len), np.int32)
-        for n, text in enumerate(texts):
-            ids = [self.index.get(w, UNK) for w in text.split()][: max_len - int(add_eos)]
-            ids += [EOS] if add_eos else []
-            out[n, : len(ids)] = ids
-        return out
-
-    def decode_batch(self, ids) -> list[str]:
-        texts = []
-        for row in np.asarray(ids):
-            words = []
-            for i in row.tolist():
-                if i == EOS:
-                    break
-                if i != PAD:
-                    words.append(self.words[i] if i < len(self.words) else SPECIALS[UNK])
-            texts.append(" ".join(words))
-        return texts
-
-
 def build_vocab(texts: Iterable[str], size: int) -> WordVocab:
     """The `size` - 3 most frequent whitespace tokens of `texts` (ties by the token)."""
-    counts = collections.Counter(w for t in texts for w in t.split())
-    ranked = sorted(
-        (c for c in counts.items() if c[0] not in SPECIALS), key=lambda c: (-c[1], c[0])
-    )
-    return WordVocab([w for w, _ in ranked[: max(size - len(SPECIALS), 0)]])
+    return word_vocab.most_frequent((t.split() for t in texts), size)
 
 
 # ------------------------------------------------------------------ features --------------

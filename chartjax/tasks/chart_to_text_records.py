@@ -51,7 +51,6 @@ also carries `templated_prediction`.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import re
@@ -60,7 +59,8 @@ from collections.abc import Iterable, Sequence
 import gin
 import numpy as np
 
-from chartjax.data import sources, tables
+from chartjax.data import sources, tables, word_vocab
+from chartjax.data.word_vocab import UNK, WordVocab
 from chartjax.metrics import prediction_files
 from chartjax.metrics.content_selection import CS_FILLERS
 from chartjax.models import record_seq2seq as model_lib
@@ -68,8 +68,6 @@ from chartjax.tasks import chart_to_text, ocr_boxes, seq2seq
 from chartjax.tasks.task import Evaluation, SequenceLengths, Task
 
 MODES = ("tab", "tab_ocr", "ocr")
-SPECIALS = ("<pad>", "</s>", "<unk>")
-PAD, EOS, UNK = 0, 1, 2
 _VARIABLE = re.compile(r"^template(Value|Label|Title)\[(\d+)\](?:\[(\d+)\])?$")
 _WORD = re.compile(r"\w")
 
@@ -186,42 +184,6 @@ def substitute(templated: str, slot: dict) -> str:
 # ------------------------------------------------------------------ vocabulary ------------
 
 
-class WordVocab:
-    """Whitespace-word vocabulary with the interface seq2seq.target_arrays uses."""
-
-    pad_id, eos_id, unk_id, decoder_start_id = PAD, EOS, UNK, PAD
-
-    def __init__(self, words: Sequence[str]):
-        self.words = list(SPECIALS) + [w for w in words if w not in SPECIALS]
-        self.index = {w: i for i, w in enumerate(self.words)}
-
-    def __len__(self) -> int:
-        return len(self.words)
-
-    def id(self, word: str) -> int:
-        return self.index.get(word, UNK) if word else PAD
-
-    def encode_batch(self, texts, max_len: int, add_eos: bool = True) -> np.ndarray:
-        out = np.zeros((len(texts), max_len), np.int32)
-        for n, text in enumerate(texts):
-            ids = [self.id(w) for w in text.split()][: max_len - int(add_eos)]
-            ids += [EOS] if add_eos else []
-            out[n, : len(ids)] = ids
-        return out
-
-    def decode_batch(self, ids) -> list[str]:
-        texts = []
-        for row in np.asarray(ids):
-            words = []
-            for i in row.tolist():
-                if i == EOS:
-                    break
-                if i != PAD:
-                    words.append(self.words[i] if i < len(self.words) else SPECIALS[UNK])
-            texts.append(" ".join(words))
-        return texts
-
-
 def record_tokens(r: Record) -> list[str]:
     """The vocabulary entries a record reads: its value and header as one token each (spaces
     as "_", as Chart2Text's records) and their words."""
@@ -234,12 +196,8 @@ def record_tokens(r: Record) -> list[str]:
 
 
 def build_vocab(texts: Iterable[Sequence[str]], size: int) -> WordVocab:
-    """The `size` - 3 most frequent tokens (ties by the token), after the specials."""
-    counts = collections.Counter(t for tokens in texts for t in tokens if t)
-    ranked = sorted(
-        (c for c in counts.items() if c[0] not in SPECIALS), key=lambda c: (-c[1], c[0])
-    )
-    return WordVocab([w for w, _ in ranked[: max(size - len(SPECIALS), 0)]])
+    """The `size` - 3 most frequent tokens of token lists (ties by the token)."""
+    return word_vocab.most_frequent(texts, size)
 
 
 # ------------------------------------------------------------------ features --------------
