@@ -37,7 +37,7 @@ lint: $(STAMP)
 test: $(STAMP) chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --durations=15
 
 bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.input --with-step
