@@ -27,6 +27,7 @@ means little without the load beside it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -98,7 +99,8 @@ def build(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
         b = Builder(data_dir=data_dir, config="synthetic_2019")
     config = _download_config(manual_dir, mode)
     load0, cpu0, t0 = _load(), harness.cpu_seconds(), time.perf_counter()
-    b.download_and_prepare(download_config=config)
+    with contextlib.redirect_stdout(sys.stderr):  # TFDS prints progress: stdout is the report's
+        b.download_and_prepare(download_config=config)
     wall = time.perf_counter() - t0
     cpu = harness.cpu_seconds() - cpu0
     examples = sum(s.num_examples for s in b.info.splits.values())
