@@ -75,7 +75,7 @@ labels ~14 px tall on the 234-patch grid), the first 4 topics, and the chart alo
 
     python -m chartjax.tools.bench.learning --out runs/bench_values --types "Grouped vertical bar" \
         --size 480x360 --max_series 1 --value_labels 16 --prompt none --steps 1800 \
-        --budget_s 100000 --eval_every 600
+        --budget_s 100000 --eval_every 600   # then --resume --steps 2400, --resume --steps 3000
 
 Measured: 1800 steps, then `--resume` to 2400 and 3000 (batch 8; 3000 steps = 24,000 examples
 in 1128 CPU s = 18.8 CPU minutes of training and evaluation; 3313 + 819 + 829 s wall: 2 cores

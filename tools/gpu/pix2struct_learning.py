@@ -45,7 +45,7 @@ tests/tools/test_gpu_pix2struct.py). The default model (384 wide, 4+4 layers, 1,
 batch 64, AdamW 1e-3, at most 3,000 steps or 300 s of training) is a guess at what learns in a
 few minutes there, not a measured setting; with loading (~2,600 PNGs and headers on one host
 core) and compilation it is meant to fit one 10-minute device call. On CPU the same charts were
-not read in 1,800-2,400 steps of a 2-million-parameter model (bench/learning.py, "Reading
+not read in 3,000 steps (18.8 CPU minutes) of a 2-million-parameter model (bench/learning.py, "Reading
 values").
 """
 
