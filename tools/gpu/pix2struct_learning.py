@@ -44,9 +44,9 @@ Not yet run on a GPU: no device was lent when it was written (its 2-step CPU run
 tests/tools/test_gpu_pix2struct.py). The default model (384 wide, 4+4 layers, 1,024 patches,
 batch 64, AdamW 1e-3, at most 3,000 steps or 300 s of training) is a guess at what learns in a
 few minutes there, not a measured setting; with loading (~2,600 PNGs and headers on one host
-core) and compilation it is meant to fit one 10-minute device call. On CPU the same charts were
-not read in 3,000 steps (18.8 CPU minutes) of a 2-million-parameter model (bench/learning.py, "Reading
-values").
+core) and compilation it is meant to fit one 10-minute device call. On CPU the values of the
+same charts were not read in 3,000 steps (18.8 CPU minutes) of a 2-million-parameter model
+(bench/learning.py, "Reading values").
 """
 
 from __future__ import annotations
