@@ -30,6 +30,20 @@ on validation2, each gap beyond the 95% confidence intervals. A benchmark (JSON 
 
 The machine may be shared: the JSON carries the load average at both ends and every time is
 measured under whatever load there was (training wall time and process CPU time).
+
+Measured (2 cores shared with other jobs, load average 2-28; defaults: 3,000 train figures,
+600 per validation split, 100 validation2 figures for selection, 1,500 updates of batch 32,
+Adam 1e-3, 64 px, 4 convs, dropout 0). The ordering did NOT come out yet:
+- `bars`: 12,000 training questions, 2,000 reported validation2 questions (selected weights,
+  95% Wilson): text-only 49.2% [47.0, 51.4] (one class); CNN+LSTM 86.8% [85.3, 88.2] (leaves
+  chance at ~700 updates, per template 85.6 min / 88.0 max, per type 85.7 hbar / 87.9 vbar);
+  RN 75.4% [73.4, 77.2] (leaves chance first: 66.7% at 600 updates, when CNN+LSTM is at 50%;
+  then 72-76% from 1,000 to 1,500). text-only < CNN+LSTM holds, CNN+LSTM < RN is reversed
+  (-11.5 points). Training CPU 44 / 159 / 377 s (580 s = 9.7 CPU min; the process 978 s with
+  evaluation, corpus cached), load 15.1 at the start and 10.0 at the end.
+- `bars_compare` (templates 0-3, 24,000 training questions): CNN+LSTM at chance through 900
+  updates (50.9%), the RN through 700 (50.0%); both runs stopped there for time.
+- `pie_hbar`: defined and checked, not run yet.
 """
 
 from __future__ import annotations
