@@ -36,10 +36,11 @@ Measured (2 cores shared with other jobs, load average 2-28; defaults: 3,000 tra
 Adam 1e-3, 64 px, 4 convs, dropout 0). The ordering did NOT come out yet:
 - `bars`: 12,000 training questions, 2,000 reported validation2 questions (selected weights,
   95% Wilson): text-only 49.2% [47.0, 51.4] (one class); CNN+LSTM 86.8% [85.3, 88.2] (leaves
-  chance at ~700 updates, per template 85.6 min / 88.0 max, per type 85.7 hbar / 87.9 vbar);
-  RN 75.4% [73.4, 77.2] (leaves chance first: 66.7% at 600 updates, when CNN+LSTM is at 50%;
-  then 72-76% from 1,000 to 1,500). text-only < CNN+LSTM holds, CNN+LSTM < RN is reversed
-  (-11.5 points). Training CPU 44 / 159 / 377 s (580 s = 9.7 CPU min; the process 978 s with
+  chance at ~600 updates, per template 85.6 min / 88.0 max, per type 85.7 hbar / 87.9 vbar);
+  RN 75.4% [73.4, 77.2]. Both leave chance at 500-600 updates and track each other (RN ahead
+  at 1,000-1,100: 72.8 / 74.1 vs 66.7 / 69.7) until CNN+LSTM climbs to 77-87% from 1,200 on
+  while the RN stays at 72-76%. text-only < CNN+LSTM holds; CNN+LSTM < RN is reversed (-11.5
+  points). Training CPU 44 / 159 / 377 s (580 s = 9.7 CPU min; the process 978 s with
   evaluation, corpus cached), load 15.1 at the start and 10.0 at the end.
 - `bars_compare` (templates 0-3, 24,000 training questions): CNN+LSTM at chance through 900
   updates (50.9%), the RN through 700 (50.0%); both runs stopped there for time.
