@@ -7,7 +7,7 @@ questions) per validation split. On 2 CPU cores the Relation Network learns it w
 where the full five-type, fifteen-template mix needs far more steps than a CPU budget allows
 (README, "What to expect"). The comparison is on validation1: held-out figures in the
 training colours. validation2 is not used: with one figure type its alternated colours never
-occur in training, so no model can name them.
+occur in training, so it measures transfer to unseen colour names, not the task.
 
 1. generate the corpus in the official release layout (chartjax-synth's generator);
 2. build it with the real `tfds build` command line;
