@@ -213,8 +213,16 @@ RUN_TINY = RUN_TINY + [
     "chart_to_text_task.eval_splits = ('test',)",
 ]
 # The BART rows have their own tests: test_chart_to_text_bart.py; the Chart2text and
-# Field-Infuse rows (records, not text prompts) test_chart_to_text_records.py.
-OWN_TESTS = ("_bart.gin", "_chart2text.gin", "_field_infuse.gin")
+# Field-Infuse rows (records, not text prompts) test_chart_to_text_records.py; the image-
+# captioning rows and their Barlow Twins pretraining (a ResNet, no prompt)
+# test_chart_to_text_caption.py.
+OWN_TESTS = (
+    "_bart.gin",
+    "_chart2text.gin",
+    "_field_infuse.gin",
+    "_barlow_twins.gin",
+    "_image_caption.gin",
+)
 RECIPES = sorted(
     f[:-4]
     for f in os.listdir(RECIPE_DIR)
