@@ -36,22 +36,41 @@ from chartjax.data import sources, word_vocab
 from chartjax.data.images import decode_image_bytes
 from chartjax.data.word_vocab import WordVocab
 from chartjax.metrics.scores import Scores
-from chartjax.models import barlow_twins as bt
-from chartjax.models import show_attend_tell as sat
-from chartjax.models.resnet import ResNetConfig
 from chartjax.tasks import chart_to_text, seq2seq
 from chartjax.tasks.task import Evaluation, Task
 
+
 # The model configs, registered here (chartjax/models/configurables.py is the usual home; the
-# model modules import no gin): `build_caption_model.config = @ShowAttendTellConfig()`.
-ResNetConfigurable = gin.external_configurable(ResNetConfig, module="chartjax.models")
-ShowAttendTellConfig = gin.external_configurable(sat.ShowAttendTellConfig, module="chartjax.models")
-BarlowTwinsConfig = gin.external_configurable(bt.BarlowTwinsConfig, module="chartjax.models")
+# model modules import no gin): `build_caption_model.config = @ShowAttendTellConfig()`. Each is a
+# factory that imports its model module when gin builds it: the catalog imports this module, and
+# chartjax-score (through the catalog) must not pull in jax.
+@gin.configurable("ResNetConfig", module="chartjax.models")
+def resnet_config(**fields):
+    from chartjax.models.resnet import ResNetConfig
+
+    return ResNetConfig(**fields)
+
+
+@gin.configurable("ShowAttendTellConfig", module="chartjax.models")
+def show_attend_tell_config(**fields):
+    from chartjax.models import show_attend_tell as sat
+
+    return sat.ShowAttendTellConfig(**fields)
+
+
+@gin.configurable("BarlowTwinsConfig", module="chartjax.models")
+def barlow_twins_config(**fields):
+    from chartjax.models import barlow_twins as bt
+
+    return bt.BarlowTwinsConfig(**fields)
 
 
 @gin.configurable(module="chartjax.models")
 def build_caption_model(config=gin.REQUIRED, rngs=None):
     """Show, Attend and Tell or Barlow Twins, by the type of `config`."""
+    from chartjax.models import barlow_twins as bt
+    from chartjax.models import show_attend_tell as sat
+
     rngs = 0 if rngs is None else rngs
     if isinstance(config, bt.BarlowTwinsConfig):
         return bt.build(config, rngs)
@@ -131,6 +150,8 @@ def make_pretrain_task(
     def features(keep_host):
         return lambda rec: {"image": _image(rec, image_size), **_host(rec, keep_host)}
 
+    from chartjax.models import barlow_twins as bt
+
     def loss(model, batch, *, train):
         return bt.loss(model, batch, train=train)
 
@@ -206,6 +227,8 @@ def make_task(
         return fn
 
     def loss(model, batch, *, train):
+        from chartjax.models import show_attend_tell as sat
+
         return sat.loss(model, batch, deterministic=not train)
 
     def evaluate(predictions, host, split):

@@ -63,7 +63,6 @@ from chartjax.data import sources, tables, word_vocab
 from chartjax.data.word_vocab import UNK, WordVocab
 from chartjax.metrics import prediction_files
 from chartjax.metrics.content_selection import CS_FILLERS
-from chartjax.models import record_seq2seq as model_lib
 from chartjax.tasks import chart_to_text, ocr_boxes, seq2seq
 from chartjax.tasks.task import Evaluation, SequenceLengths, Task
 
@@ -214,11 +213,15 @@ class Shapes:
 
     @property
     def record_width(self) -> int:
+        from chartjax.models import record_seq2seq as model_lib  # jax: imported on use
+
         return model_lib.HEADER_WORDS + self.max_header_words + self.max_value_words
 
 
 def pack(records: Sequence[Record], vocab: WordVocab, shapes: Shapes) -> np.ndarray:
     """`[max_records, record_width]` int32 rows in chartjax/models/record_seq2seq.py's layout."""
+    from chartjax.models import record_seq2seq as model_lib  # jax: imported on use
+
     out = np.zeros((shapes.max_records, shapes.record_width), np.int32)
     hw, vw = model_lib.HEADER_WORDS, model_lib.HEADER_WORDS + shapes.max_header_words
     for n, r in enumerate(records[: shapes.max_records]):
@@ -399,6 +402,8 @@ def make_task(
     )
 
     def loss(model, batch, *, train):
+        from chartjax.models import record_seq2seq as model_lib
+
         return model_lib.loss(model, batch, deterministic=not train)
 
     def evaluate(predictions, host, split):
