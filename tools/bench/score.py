@@ -106,12 +106,16 @@ def write_chart_info(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
 
 
 def timed_score(args: list[str]) -> dict:
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), harness.cpu_seconds()
     try:
         metrics = harness.child_json("chartjax.tools.score", args)
     except harness.ChildError as e:
         raise SystemExit(f"chartjax.tools.score failed: {e.stderr}") from e
-    return {"wall_s": round(time.perf_counter() - start, 2), "metrics": metrics}
+    return {
+        "wall_s": round(time.perf_counter() - start, 2),
+        "cpu_s": round(harness.cpu_seconds() - cpu0, 2),  # the scoring child's
+        "metrics": metrics,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,3 +27,14 @@ def test_one_size_is_no_slope():
     for argv in (["--summaries", "10"], ["--figureqa", "100"], ["--t5x-sizes", "base"]):
         with pytest.raises(SystemExit):
             scaling.main(argv)
+
+
+def test_series_fits_cpu_seconds_when_every_row_has_them():
+    rows = [
+        {"n": 1000, "wall_s": 10.0, "cpu_s": 4.0},
+        {"n": 4000, "wall_s": 80.0, "cpu_s": 16.0},  # wall bent by load, CPU linear
+    ]
+    s = scaling._series(rows, "n")
+    assert s["fit"]["super_linear"] and s["fit"]["slope"] == pytest.approx(1.5)
+    assert s["fit_cpu"]["slope"] == pytest.approx(1.0) and not s["fit_cpu"]["super_linear"]
+    assert "fit_cpu" not in scaling._series([{"n": 1, "wall_s": 1.0}, {"n": 2, "wall_s": 2.0}], "n")
