@@ -146,14 +146,12 @@ def random_batches(
     examples shuffled (seeded, reshuffled each pass) and repeated, with the task's evaluation
     features (no training augmentation, the host fields `evaluate` reads). A resumed run skips
     what it has scored before anything is decoded, so it scores the same batches."""
-    import tensorflow as tf
 
     local = pipeline.local_batch_size(global_batch_size, process_count)
     ds = task.source.eval_examples(split, process_index=process_index, process_count=process_count)
     ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.skip(start_update * local)
-    ds = ds.map(task.features(True), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.batch(local, drop_remainder=True).prefetch(2)
+    ds = pipeline.featurized(ds, task, True, local, drop_remainder=True)
     return ds.with_options(sources.tf_options()).as_numpy_iterator()
 
 

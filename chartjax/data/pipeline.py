@@ -4,7 +4,8 @@ Training, evaluation and inference all batch here; a task only says where its ex
 (`Task.source`, chartjax/data/sources.py) and how one example becomes features (`Task.features`).
 
 * train: this process's shuffled, repeated stream -> feature map in tf.data's threads -> batches
-  of the per-process share of the global batch (drop remainder) -> prefetch.
+  of the per-process share of the global batch (drop remainder) -> the task's batch map, if it
+  has one -> prefetch.
 * eval and inference: every example once -> batches padded to the per-process batch size with a
   boolean `_mask` (False on padding rows, which repeat row 0); every process yields the same
   number of batches, so the jitted step runs in lockstep and padding never reaches metrics.
@@ -37,7 +38,6 @@ def train_batches(
     task, global_batch_size: int, seed: int, start_step: int, process_index: int, process_count: int
 ) -> Iterator[dict]:
     """This process's share of every global training batch from `start_step` on (numpy)."""
-    import tensorflow as tf
 
     local = local_batch_size(global_batch_size, process_count)
     ds = task.source.train_examples(
@@ -47,21 +47,30 @@ def train_batches(
         process_index=process_index,
         process_count=process_count,
     )
-    ds = ds.map(task.features(False), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.batch(local, drop_remainder=True).prefetch(2)
+    ds = featurized(ds, task, False, local, drop_remainder=True)
     return ds.with_options(sources.tf_options()).as_numpy_iterator()
+
+
+def featurized(ds, task, keep_host: bool, local: int, drop_remainder: bool):
+    """Examples -> the task's feature map -> batches of `local` -> its batch map -> prefetch."""
+    import tensorflow as tf
+
+    ds = ds.map(task.features(keep_host), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(local, drop_remainder=drop_remainder)
+    if task.batch_features is not None:
+        ds = ds.map(task.batch_features(keep_host), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(2)
 
 
 def eval_batches(
     task, split: str, global_batch_size: int, process_index: int, process_count: int
 ) -> Iterator[dict]:
     """Every example of `split` once, in padded batches with `_mask` (same count per process)."""
-    import tensorflow as tf
 
     local = local_batch_size(global_batch_size, process_count)
     ds = task.source.eval_examples(split, process_index=process_index, process_count=process_count)
-    ds = ds.map(task.features(True), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.batch(local).prefetch(2).with_options(sources.tf_options())
+    ds = featurized(ds, task, True, local, drop_remainder=False)
+    ds = ds.with_options(sources.tf_options())
     yield from padded(ds.as_numpy_iterator(), local, process_count, what=f"split {split!r}")
 
 

@@ -14,6 +14,10 @@ and the example's id, so it is the same under tf.data's parallel map and on resu
 keeps its crop from epoch to epoch (the map sees no epoch counter), the questions of one figure
 (about 13) each have their own. Evaluation never crops.
 
+Each figure is decoded and preprocessed once per split (`image_fn`, into the image cache of
+chartjax/data/figure_images.py); the questions are read without their PNG, and each batch
+gathers its figures from the cache and crops them there (`_batch_fn`).
+
 Questions are lower-cased, split on spaces with `,` and `;` kept as tokens and `.`/`?` dropped,
 wrapped in <START>/<END>. The answer is a 2-way label (no, yes).
 """
@@ -26,7 +30,7 @@ import os
 import gin
 import numpy as np
 
-from chartjax.data import sources
+from chartjax.data import figure_images
 from chartjax.metrics import classification as cls_metrics
 from chartjax.metrics import figureqa as figureqa_metrics
 from chartjax.metrics.prediction_files import field_of
@@ -84,6 +88,89 @@ def tokenize_np(question: str, max_len: int) -> tuple[np.ndarray, int]:
 
 
 PAD_POSITIONS = ("center", "top_left")
+QUESTION_KEYS = ("id", "question", "answer", "figure_type", "question_id")  # what is read
+
+
+def image_fn(height: int, width: int, antialias: bool, pad_position: str = "center"):
+    """tf: a figure's encoded PNG -> its uint8 height x width input (decoded once per figure by
+    the image cache, chartjax/data/figure_images.py)."""
+    import tensorflow as tf
+
+    def fn(encoded):
+        img = tf.io.decode_png(encoded, channels=3)
+        img = tf.image.resize(
+            img, [height, width], method="bilinear", preserve_aspect_ratio=True, antialias=antialias
+        )
+        if pad_position == "center":
+            img = tf.image.resize_with_crop_or_pad(img, height, width)
+        else:
+            img = tf.image.pad_to_bounding_box(img, 0, 0, height, width)
+        return tf.ensure_shape(
+            tf.cast(tf.clip_by_value(tf.round(img), 0, 255), tf.uint8), [height, width, 3]
+        )
+
+    return fn
+
+
+def tokens_fn(max_len: int):
+    """tf: a batch [B] of questions -> (tokens [B, max_len] int32, lengths [B] int32), the
+    rule of `tokenize_np`. Vectorized over the batch: per question, tf's string ops cost more
+    than reading the record."""
+    import tensorflow as tf
+
+    vocab = vocabulary()
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(vocab), tf.range(len(vocab))),
+        default_value=3,
+    )
+
+    def fn(questions):
+        q = tf.strings.lower(questions)
+        q = tf.strings.regex_replace(q, r"[?.]", "")
+        q = tf.strings.regex_replace(q, r"([,;])", r" \1 ")
+        ids = tf.ragged.map_flat_values(table.lookup, tf.strings.split(q))
+        ones = tf.ones_like(ids[:, :1])
+        ids = tf.concat([ones, ids, ones * 2], axis=1)[:, :max_len]
+        tokens = ids.to_tensor(default_value=0, shape=[None, max_len])
+        return tf.cast(tokens, tf.int32), tf.cast(ids.row_lengths(), tf.int32)
+
+    return fn
+
+
+def question_fn(keep_meta: bool, *, train_pad: int = 0, augment_seed: int = 0):
+    """The tf.data map of one question: label and `crop_offset`, the (dy, dx) in [0, train_pad]
+    of its training crop (stateless: seeded by `augment_seed` and the id; zeros when
+    `keep_meta`, evaluation, or without train_pad). Passes the question (tokenized per batch by
+    `_batch_fn`) and `image_row` through."""
+    import tensorflow as tf
+
+    crops = bool(train_pad) and not keep_meta
+
+    def fn(ex):
+        if crops:
+            seed = tf.stack(
+                [
+                    tf.constant(augment_seed, tf.int64),
+                    tf.strings.to_hash_bucket_fast(ex["id"], 2**62),
+                ]
+            )
+            offset = tf.random.stateless_uniform(
+                [2], seed=seed, minval=0, maxval=train_pad + 1, dtype=tf.int32
+            )
+        else:
+            offset = tf.zeros([2], tf.int32)
+        out = {
+            "question": ex["question"],
+            "label": tf.maximum(tf.cast(ex["answer"], tf.int32), 0),
+            "crop_offset": offset,
+        }
+        if "image_row" in ex:
+            out["image_row"] = ex["image_row"]
+        if keep_meta:
+            out.update({k: ex[k] for k in QUESTION_KEYS})
+        return out
+
+    return fn
 
 
 def _preprocess_fn(
@@ -97,63 +184,52 @@ def _preprocess_fn(
     augment_seed: int = 0,
     image_height: int | None = None,
 ):
-    """The tf.data map of one example; `keep_meta` (evaluation) keeps the host fields and
-    never crops; without it (training) `train_pad` > 0 pads and randomly crops. The image is
+    """One example (with its PNG) to its features without the cache, as the task's pipeline
+    computes them (`image_fn`, `question_fn`, then the crop the image cache's `images` does on
+    the batch): the reference the tests and the GPU scripts' parity check read. The image is
     `image_height` x `image_size` (square when `image_height` is None)."""
-    height, width = image_height or image_size, image_size
     import tensorflow as tf
 
-    vocab = vocabulary()
-    table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(tf.constant(vocab), tf.range(len(vocab))),
-        default_value=3,
-    )
+    height, width = image_height or image_size, image_size
+    image = image_fn(height, width, antialias, pad_position)
+    question = question_fn(keep_meta, train_pad=train_pad, augment_seed=augment_seed)
+    tokens = tokens_fn(max_len)
 
     def fn(ex):
-        img = tf.io.decode_png(ex["image"], channels=3)
-        img = tf.image.resize(
-            img,
-            [height, width],
-            method="bilinear",
-            preserve_aspect_ratio=True,
-            antialias=antialias,
-        )
-        if pad_position == "center":
-            img = tf.image.resize_with_crop_or_pad(img, height, width)
-        else:
-            img = tf.image.pad_to_bounding_box(img, 0, 0, height, width)
-        img = tf.cast(tf.clip_by_value(tf.round(img), 0, 255), tf.uint8)
+        out = question(ex)
+        ids, n = tokens(out["question"][None])
+        out.update(question_tokens=ids[0], question_length=n[0])
+        if not keep_meta:
+            del out["question"]
+        img = image(ex["image"])
         if train_pad and not keep_meta:
             img = tf.image.resize_with_crop_or_pad(img, height + train_pad, width + train_pad)
-            seed = tf.stack(
-                [
-                    tf.constant(augment_seed, tf.int64),
-                    tf.strings.to_hash_bucket_fast(ex["id"], 2**62),
-                ]
-            )
-            img = tf.image.stateless_random_crop(img, [height, width, 3], seed=seed)
-        q = tf.strings.lower(ex["question"])
-        q = tf.strings.regex_replace(q, r"[?.]", "")
-        q = tf.strings.regex_replace(q, r"([,;])", r" \1 ")
-        ids = table.lookup(tf.strings.split(q))
-        ids = tf.concat([[1], ids, [2]], 0)[:max_len]
-        n = tf.shape(ids)[0]
-        ids = tf.pad(ids, [[0, max_len - n]])
-        out = {
-            "image": img,
-            "question_tokens": tf.ensure_shape(tf.cast(ids, tf.int32), [max_len]),
-            "question_length": tf.cast(n, tf.int32),
-            "label": tf.maximum(tf.cast(ex["answer"], tf.int32), 0),
-        }
-        if keep_meta:
-            out.update(
-                id=ex["id"],
-                question=ex["question"],
-                figure_type=ex["figure_type"],
-                question_id=ex["question_id"],
-                answer=ex["answer"],
-            )
-        return out
+            dy, dx = out["crop_offset"][0], out["crop_offset"][1]
+            img = tf.image.crop_to_bounding_box(img, dy, dx, height, width)
+        del out["crop_offset"]
+        return {"image": img, **out}
+
+    return fn
+
+
+def _batch_fn(source, keep_host: bool, train_pad: int, shape: tuple[int, int, int], max_len: int):
+    """tf.data map of a batch: its questions tokenized, their figures' images gathered from
+    the cache and cropped."""
+    import tensorflow as tf
+
+    pad = 0 if keep_host else train_pad
+    tokens = tokens_fn(max_len)
+
+    def gather(rows, offsets):
+        return source.images(rows, offsets, pad)
+
+    def fn(batch):
+        batch = dict(batch)
+        rows, offsets = batch.pop("image_row"), batch.pop("crop_offset")
+        img = tf.numpy_function(gather, [rows, offsets], tf.uint8, stateful=False)
+        ids, n = tokens(batch["question"] if keep_host else batch.pop("question"))
+        batch.update(question_tokens=ids, question_length=n)
+        return {"image": tf.ensure_shape(img, [None, *shape]), **batch}
 
     return fn
 
@@ -204,11 +280,14 @@ def make_task(
     train_split: str = "train1",
     eval_splits: tuple[str, ...] = ("validation1", "validation2"),
     shuffle_buffer: int = 10_000,
+    image_cache_dir: str | None = None,
 ) -> Task:
     """The FigureQA task. image_size, antialias, pad_position, train_pad, augment_seed: the
     image preprocessing (module docstring; the paper: image_size 256, train_pad 8; centred as
     the co-author's code). image_height: a non-square image_height x image_size input (the
-    VGG-16 baseline's 320 x 480), the figure fitted inside it with its aspect kept."""
+    VGG-16 baseline's 320 x 480), the figure fitted inside it with its aspect kept.
+    image_cache_dir: where each split's decoded figures are cached as .npy files (reused by
+    later runs; None holds them in memory: chartjax/data/figure_images.py)."""
     if image_height is not None and image_height <= 0:
         raise ValueError(f"figureqa_task.image_height must be > 0, got {image_height}")
     if pad_position not in PAD_POSITIONS:
@@ -217,20 +296,26 @@ def make_task(
         )
     if train_pad < 0:
         raise ValueError(f"figureqa_task.train_pad must be >= 0, got {train_pad}")
+    height, width = image_height or image_size, image_size
+    source = figure_images.FigureImageSource(
+        "figureqa",
+        data_dir,
+        train_split=train_split,
+        shuffle_buffer=shuffle_buffer,
+        image_fn=image_fn(height, width, antialias, pad_position),
+        image_shape=(height, width, 3),
+        cache_key=f"{height}x{width}_{pad_position}_antialias{int(antialias)}",
+        read_keys=QUESTION_KEYS,
+        cache_dir=image_cache_dir,
+    )
     return Task(
         name="figureqa",
-        source=sources.TfdsSource(
-            "figureqa", data_dir, train_split=train_split, shuffle_buffer=shuffle_buffer
+        source=source,
+        features=lambda keep_host: question_fn(
+            keep_host, train_pad=train_pad, augment_seed=augment_seed
         ),
-        features=lambda keep_host: _preprocess_fn(
-            image_size,
-            max_question_len,
-            antialias,
-            keep_meta=keep_host,
-            pad_position=pad_position,
-            train_pad=train_pad,
-            augment_seed=augment_seed,
-            image_height=image_height,
+        batch_features=lambda keep_host: _batch_fn(
+            source, keep_host, train_pad, (height, width, 3), max_question_len
         ),
         loss=classification.softmax_xent_loss,
         predict=classification.argmax_predict,

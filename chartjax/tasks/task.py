@@ -73,6 +73,8 @@ class Task:
 
     features(keep_host) -> a tf.data map from one example of `source` to model features; with
       keep_host (evaluation) it also keeps the host-side fields `evaluate` reads.
+    batch_features(keep_host) -> None, or a tf.data map applied to each batch after `features`
+      (FigureQA gathers its figures' cached images there, once per batch).
     loss(model, batch, train) -> (scalar loss, dict of scalar aux metrics); traced inside jit.
     predict(model, batch) -> per-example predictions; traced inside jit.
     evaluate(predictions, host, split) -> Evaluation, on the host; `host` holds the columns of
@@ -93,6 +95,7 @@ class Task:
     eval_splits: tuple[str, ...] = ()
     host_inputs: tuple[str, ...] = ()
     lengths: SequenceLengths | None = None
+    batch_features: Callable[[bool], Callable] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

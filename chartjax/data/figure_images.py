@@ -1,0 +1,190 @@
+"""Each figure decoded once: a TFDS source whose examples point into a cache of preprocessed
+figure images instead of carrying their encoded bytes.
+
+FigureQA stores a figure's PNG with every one of its ~14 questions. Decoding it per question
+made the input path cost 1.3 CPU ms per question (0.70 ms PNG decode, 0.40 ms resize, pad and
+crop, 0.19 ms reading the record: issue 18, item 3), about 16x what one H200 running the RN
+needs from 16 host cores. Here every distinct figure of a split is decoded and preprocessed
+once (`image_fn`, in tf.data's threads) into a uint8 array [figures, H, W, 3]; the question
+records are read without their image (nor any feature the task does not name) and carry
+`image_row`, a row of that array. The task's batch map (`Task.batch_features`) gathers the rows
+of a whole batch at once (`images`).
+
+The array is held in memory, or with `cache_dir` written once as a .npy file beside a JSON
+stamp and memory-mapped (the page cache then holds it; all of FigureQA's train1 at 256 px is
+19.7 GB) and reused by later runs of the same build and preprocessing. Each process caches the
+figures of its own slice of the split only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from chartjax.data import sources
+
+_BLOCK_BITS = 32  # image_row = block << 32 | row: a block per (split slice) cache
+
+
+@dataclasses.dataclass
+class FigureImageSource(sources.TfdsSource):
+    """A `TfdsSource` whose examples carry `image_row` (see the module docstring).
+
+    image_fn: tf function, the encoded image -> uint8 image of `image_shape`.
+    cache_key: names `image_fn`'s settings in cache file names (a change makes a new cache).
+    read_keys: the features the task reads besides `group_key` (nothing else is parsed).
+    group_key: the feature naming the figure (one image per value within a split).
+    cache_dir: where the .npy caches go; None holds them in memory.
+    """
+
+    image_fn: Callable | None = None
+    image_shape: tuple[int, int, int] = (0, 0, 3)
+    cache_key: str = ""
+    read_keys: Sequence[str] = ()
+    group_key: str = "image_index"
+    cache_dir: str | None = None
+    _blocks: list = dataclasses.field(default_factory=list, init=False, repr=False)
+    _tables: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+    def _as_dataset(self, split: str, keys):
+        """Split slice `split` with only `keys` parsed; the image, when named, stays bytes."""
+        import tensorflow_datasets as tfds
+
+        features = self.builder().info.features
+        missing = [k for k in keys if k not in features]
+        if missing:
+            raise KeyError(f"{self.builder_dir}: the dataset has no feature {missing}")
+        decoders = tfds.decode.PartialDecoding(
+            {k: features[k] for k in keys},
+            decoders={self.image_key: tfds.decode.SkipDecoding()}
+            if self.image_key in keys
+            else None,
+        )
+        return self.builder().as_dataset(split=split, shuffle_files=False, decoders=decoders)
+
+    def _read(self, split: str, process_index: int, process_count: int):
+        import tensorflow as tf
+
+        sub = sources.process_split(split, process_index, process_count)
+        table = self._table(sub)
+        keys = sorted({*self.read_keys, self.group_key})
+        group = self.group_key
+
+        def attach(ex):
+            row = table.lookup(tf.cast(ex[group], tf.int64))
+            return {**ex, "image_row": row}
+
+        return self._as_dataset(sub, keys).map(attach, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def _table(self, sub: str):
+        """The lookup figure -> image_row for split slice `sub`, its images cached first."""
+        import tensorflow as tf
+
+        if sub not in self._tables:
+            figures, block = self._cache(sub)
+            base = len(self._blocks) << _BLOCK_BITS
+            self._blocks.append(block)
+            self._tables[sub] = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(figures, tf.int64),
+                    tf.constant(base + np.arange(len(figures), dtype=np.int64)),
+                ),
+                default_value=-1,
+            )
+        return self._tables[sub]
+
+    def _cache_paths(self, sub: str) -> tuple[str, str] | None:
+        if self.cache_dir is None:
+            return None
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{sub}_{self.cache_key}")
+        base = os.path.join(os.path.expanduser(self.cache_dir), name)
+        return base + ".npy", base + ".json"
+
+    def _stamp(self, figures) -> dict:
+        return {
+            "builder_dir": os.path.abspath(self.builder_dir),
+            "cache_key": self.cache_key,
+            "image_shape": list(self.image_shape),
+            "figures": [int(f) for f in figures],
+        }
+
+    def _cache(self, sub: str) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted figure ids, uint8 images in that order) of split slice `sub`."""
+        import tensorflow as tf
+
+        paths = self._cache_paths(sub)
+        if paths and os.path.exists(paths[1]):
+            with open(paths[1]) as f:
+                stamp = json.load(f)
+            if stamp["builder_dir"] == os.path.abspath(self.builder_dir) and (
+                stamp["cache_key"],
+                stamp["image_shape"],
+            ) == (self.cache_key, list(self.image_shape)):
+                figures = np.asarray(stamp["figures"], np.int64)
+                return figures, np.load(paths[0], mmap_mode="r")
+        # Pass 1: each question's figure (nothing else parsed); the first question of each
+        # figure in read order is the one whose image gets decoded.
+        ids = self._as_dataset(sub, [self.group_key]).map(lambda ex: ex[self.group_key])
+        order = np.fromiter(ids.batch(4096).unbatch().as_numpy_iterator(), np.int64)
+        figures, first = np.unique(order, return_index=True)
+        shape = (len(figures), *self.image_shape)
+        if paths:
+            os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
+            partial = paths[0] + ".partial"
+            block = np.lib.format.open_memmap(partial, mode="w+", dtype=np.uint8, shape=shape)
+        else:
+            block = np.empty(shape, np.uint8)
+        # Pass 2: decode those questions' images in tf.data's threads.
+        wanted = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(first, tf.int64), tf.range(len(first), dtype=tf.int64)
+            ),
+            default_value=-1,
+        )
+        image_fn, key = self.image_fn, self.image_key
+        ds = self._as_dataset(sub, [self.group_key, key]).enumerate()
+        ds = ds.filter(lambda i, ex: wanted.lookup(i) >= 0)
+        ds = ds.map(
+            lambda i, ex: (wanted.lookup(i), image_fn(ex[key])),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        filled = 0
+        for row, image in ds.with_options(sources.tf_options()).as_numpy_iterator():
+            block[row] = image
+            filled += 1
+        if filled != len(figures):  # a figure lost on the way would read as zeros
+            raise RuntimeError(f"{self.builder_dir} {sub}: cached {filled} of {len(figures)}")
+        if paths:
+            block.flush()
+            del block
+            os.replace(partial, paths[0])
+            with open(paths[1], "w") as f:
+                json.dump(self._stamp(figures), f)
+            block = np.load(paths[0], mmap_mode="r")
+        return figures, block
+
+    def images(self, rows: np.ndarray, offsets: np.ndarray | None = None, pad: int = 0):
+        """The cached images of `image_row` values `rows`, each padded by `pad` (pad // 2
+        before, as tf.image.resize_with_crop_or_pad) and cropped back at its (dy, dx) in `offsets`
+        ([0, pad]) when `pad` > 0: the paper's augmentation, one copy per image from the cache."""
+        rows = np.asarray(rows, np.int64)
+        if (rows < 0).any():
+            raise ValueError(f"{self.builder_dir}: a question's figure is not in the cache")
+        blocks, within = rows >> _BLOCK_BITS, rows & ((1 << _BLOCK_BITS) - 1)
+        if not pad and (blocks == blocks[0]).all():
+            return np.take(self._blocks[int(blocks[0])], within, axis=0)
+        h, w, _ = self.image_shape
+        out = np.zeros((len(rows), *self.image_shape), np.uint8)
+        offsets = np.zeros((len(rows), 2), np.int64) if offsets is None else np.asarray(offsets)
+        for i, (b, r, (dy, dx)) in enumerate(zip(blocks, within, offsets)):
+            # out[y, x] = image[y + dy - pad // 2, x + dx - pad // 2], zeros outside
+            sy, sx = int(dy) - pad // 2, int(dx) - pad // 2
+            ys, yd = slice(max(sy, 0), h + min(sy, 0)), slice(max(-sy, 0), h - max(sy, 0))
+            xs, xd = slice(max(sx, 0), w + min(sx, 0)), slice(max(-sx, 0), w - max(sx, 0))
+            out[i, yd, xd] = self._blocks[int(b)][int(r), ys, xs]
+        return out
