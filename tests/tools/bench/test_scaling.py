@@ -1,5 +1,9 @@
 """tools/bench/scaling.py's fits on hand-made series and its size arguments."""
 
+import os
+import sys
+import types
+
 import pytest
 
 from chartjax.tools.bench import scaling
@@ -38,3 +42,29 @@ def test_series_fits_cpu_seconds_when_every_row_has_them():
     assert s["fit"]["super_linear"] and s["fit"]["slope"] == pytest.approx(1.5)
     assert s["fit_cpu"]["slope"] == pytest.approx(1.0) and not s["fit_cpu"]["super_linear"]
     assert "fit_cpu" not in scaling._series([{"n": 1, "wall_s": 1.0}, {"n": 2, "wall_s": 2.0}], "n")
+
+
+def test_a_beam_build_that_cannot_fit_in_memory_is_skipped_and_counted(monkeypatch, tmp_path):
+    from chartjax.tools.bench import build
+
+    def fake_build(builder, raw, data_dir, mode):
+        os.makedirs(data_dir)
+        n = int(os.path.basename(raw).split("_")[1])
+        with open(os.path.join(data_dir, "x.tfrecord"), "wb") as f:
+            f.write(b"\0" * n)  # one byte per chart
+        return {"charts": n, "mode": mode, "wall_s": n / 100, "cpu_s": n / 200}
+
+    monkeypatch.setattr(build, "generate", lambda *a: {"charts": a[2], "wall_s": a[2] / 50})
+    monkeypatch.setattr(build, "build", fake_build)
+    monkeypatch.setattr(scaling, "_available_bytes", lambda: 10_000)  # beam needs 4.5 B/chart
+    monkeypatch.setitem(sys.modules, "apache_beam", types.ModuleType("apache_beam"))
+    out = scaling.bench_build(str(tmp_path), [1000, 2000, 4000], ["plain", "beam1"], 2)
+    assert [("skipped" in r) for r in out["build_beam1"]["rows"]] == [False, False, True]
+    assert (
+        out["build_beam1"]["skipped"] == 1
+        and "~0.0 GiB" in out["build_beam1"]["rows"][2]["skipped"]
+    )
+    assert out["build_beam1"]["fit"]["slope"] == pytest.approx(1.0)  # the two measured rows
+    assert (
+        out["build_plain"]["skipped"] == 0 and out["build_plain"]["rows"][2]["output_bytes"] == 4000
+    )
