@@ -26,8 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 
 from chartjax import quiet
@@ -60,75 +58,40 @@ def corpus_stamp(args) -> dict:
     return json.loads(json.dumps(stamp))  # tuples -> lists, as read back
 
 
-def stamp_matches(path: str, stamp: dict) -> bool:
-    if not os.path.exists(path):
-        return False
-    with open(path) as f:
-        try:
-            return json.load(f) == stamp
-        except json.JSONDecodeError:
-            return False
+def _prepare(out: str, args) -> str:
+    """Generates and builds the corpus unless `out` holds one of the same stamp; returns the
+    TFDS data_dir."""
+    from chartjax.tools.bench import corpora
 
-
-def _generate(raw: str, args) -> None:
-    from chartjax.synth import figureqa
-
-    t = time.time()
-    figureqa.generate(
-        raw,
+    raw, data_dir = os.path.join(out, "figureqa_raw"), os.path.join(out, "tfds")
+    _step(f"1/4 generate {CORPUS_NAME} (chartjax-synth figureqa, official layout)")
+    print(
+        f"{args.train_images} + 2x{args.val_images} figures (vertical bars, 2-3 bars, "
+        "minimum/maximum questions, 4 colours per set)",
+        flush=True,
+    )
+    generate = dict(
         train_images=args.train_images,
         val_images=args.val_images,
         test_images=0,
         seed=args.seed,
         workers=args.workers,
         overwrite=True,
-        options=figureqa.Options(**CORPUS),
+        options=CORPUS,
     )
-    print(
-        f"generated {CORPUS_NAME}: {args.train_images} + 2x{args.val_images} figures "
-        f"(vertical bars, 2-3 bars, minimum/maximum questions, 4 colours per set) in "
-        f"{time.time() - t:.0f} s -> {raw}"
+    reused = corpora.figureqa_stamped(
+        raw,
+        data_dir,
+        os.path.join(out, "corpus.json"),
+        corpus_stamp(args),
+        generate,
+        log=lambda line: print(line, flush=True),
     )
-
-
-def _tfds_build(raw: str, data_dir: str) -> None:
-    tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")
-    cmd = [
-        tfds_cli,
-        "build",
-        os.path.join(ROOT, "tfds_builders", "figureqa"),
-        f"--manual_dir={raw}",
-        f"--data_dir={data_dir}",
-    ]
-    print(" ".join(cmd), flush=True)
-    t = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode:
-        sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-5000:])
-        raise SystemExit(f"tfds build failed (exit {proc.returncode})")
-    print(f"built in {time.time() - t:.0f} s")
-
-
-def _prepare(out: str, args) -> str:
-    """Generates and builds the corpus unless `out` holds one of the same stamp; returns the
-    TFDS data_dir."""
-    raw, data_dir = os.path.join(out, "figureqa_raw"), os.path.join(out, "tfds")
-    stamp_path, stamp = os.path.join(out, "corpus.json"), corpus_stamp(args)
-    _step(f"1/4 generate {CORPUS_NAME} (chartjax-synth figureqa, official layout)")
-    if stamp_matches(stamp_path, stamp):
+    if reused:
         print(f"reusing corpus {raw}")
-        _step("2/4 tfds build tfds_builders/figureqa")
-        print(f"reusing TFDS build {data_dir}/figureqa")
-        return data_dir
-    if os.path.exists(stamp_path):
-        os.remove(stamp_path)
-    for path in (raw, data_dir):  # another corpus (or a partial one) is replaced
-        shutil.rmtree(path, ignore_errors=True)
-    _generate(raw, args)
     _step("2/4 tfds build tfds_builders/figureqa")
-    _tfds_build(raw, data_dir)
-    with open(stamp_path, "w") as f:
-        json.dump(stamp, f)
+    if reused:
+        print(f"reusing TFDS build {data_dir}/figureqa")
     return data_dir
 
 

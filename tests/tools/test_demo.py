@@ -72,19 +72,38 @@ def test_missing_evaluation_is_named(tmp_path):
         demo.latest_metrics(str(tmp_path))
 
 
-def test_corpus_stamp_tracks_the_settings(tmp_path):
+def test_corpus_stamp_tracks_the_settings(tmp_path, monkeypatch):
+    import subprocess
+    import types
+
+    from chartjax.tools.bench import corpora
+
     class Args:
         train_images, val_images, seed = 2000, 250, 0
 
-    stamp = demo.corpus_stamp(Args)
+    calls = []
+    monkeypatch.setattr(synth, "generate", lambda raw, **kw: calls.append(kw))
+    monkeypatch.setattr(
+        subprocess,
+        "run",
+        lambda cmd, **kw: calls.append(cmd) or types.SimpleNamespace(returncode=0),
+    )
     path = tmp_path / "corpus.json"
-    assert not demo.stamp_matches(str(path), stamp)
-    path.write_text(json.dumps(stamp))
-    assert demo.stamp_matches(str(path), stamp)
+    gen = dict(train_images=1, val_images=1, seed=0, workers=1, options=demo.CORPUS)
+
+    def prepare(stamp):
+        return corpora.figureqa_stamped(
+            str(tmp_path / "raw"), str(tmp_path / "tfds"), str(path), stamp, gen
+        )
+
+    stamp = demo.corpus_stamp(Args)
+    assert not prepare(stamp) and len(calls) == 2  # generated, then `tfds build`
+    assert calls[1][1] == "build" and json.loads(path.read_text()) == stamp
+    assert prepare(stamp) and len(calls) == 2  # the same stamp: reused
     Args.seed = 1
-    assert not demo.stamp_matches(str(path), demo.corpus_stamp(Args))
+    assert not prepare(demo.corpus_stamp(Args)) and len(calls) == 4
     path.write_text("{not json")
-    assert not demo.stamp_matches(str(path), stamp)
+    assert not prepare(demo.corpus_stamp(Args)) and len(calls) == 6
     synth.Options(**demo.CORPUS).check()  # the generator accepts the demo's corpus
 
 

@@ -80,3 +80,62 @@ def chart_info(
     with open(stamp, "w") as f:
         json.dump(want, f)
     return builder.data_dir
+
+
+def figureqa_builder_dir() -> str:
+    """tfds_builders/figureqa: in a checkout, or the installed package's own folder."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    builder = os.path.join(root, "tfds_builders", "figureqa")
+    if not os.path.isdir(builder):  # an installed wheel
+        import tfds_builders.figureqa as b
+
+        builder = os.path.dirname(b.__file__)
+    return builder
+
+
+def figureqa_stamped(
+    raw: str, data_dir: str, stamp_path: str, stamp: dict, generate: dict, *, stale=(), log=None
+) -> bool:
+    """Generates a FigureQA corpus (chartjax.synth.figureqa.generate(raw, **generate), its
+    `options` a dict of synth.Options fields) and builds it with the `tfds build` CLI, as a user
+    would, unless `stamp_path` records `stamp`; returns True when the earlier build is reused.
+    `stale`: paths derived from an earlier corpus, removed with it. `log(line)`: progress."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    from chartjax.synth import figureqa as synth
+
+    log = log or (lambda line: None)
+    stamp = json.loads(json.dumps(stamp))  # tuples -> lists, as read back
+    if os.path.exists(stamp_path):
+        with open(stamp_path) as f:
+            try:
+                if json.load(f) == stamp:
+                    return True
+            except json.JSONDecodeError:
+                pass
+        os.remove(stamp_path)
+    for path in (raw, data_dir, *stale):  # another corpus (or a partial one) is replaced
+        shutil.rmtree(path, ignore_errors=True)
+    kwargs = dict(generate)
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.pop("options").items()}
+    t = time.time()
+    synth.generate(raw, **kwargs, options=synth.Options(**options))
+    log(f"generated in {time.time() - t:.0f} s -> {raw}")
+    builder = figureqa_builder_dir()
+    tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")
+    cmd = [tfds_cli, "build", builder, f"--manual_dir={raw}", f"--data_dir={data_dir}"]
+    log(" ".join(cmd))
+    t = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(builder))
+    if proc.returncode:
+        sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-5000:])
+        raise SystemExit(f"tfds build failed (exit {proc.returncode}): {' '.join(cmd)}")
+    log(f"built in {time.time() - t:.0f} s")
+    os.makedirs(os.path.dirname(stamp_path) or ".", exist_ok=True)
+    with open(stamp_path, "w") as f:
+        json.dump(stamp, f)
+    return False

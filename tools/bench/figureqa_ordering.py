@@ -52,15 +52,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 
 import numpy as np
 
+from chartjax.tools.bench import corpora, harness
 from chartjax.tools.bench import figureqa_sanity as fs
-from chartjax.tools.bench import harness
 
 MODELS = ("text_only", "cnn_lstm", "rn")  # the paper's ordering, lowest first
 CHANCE_BAND = 5.0  # text-only counts as "~50%" within this many points of 50
@@ -142,37 +139,17 @@ def build_corpus(
 ) -> tuple[str, str]:
     """Generates the corpus and builds it with `tfds build`; returns (raw, data_dir). Reused
     when `work` holds a build of the same settings (its corpus.json stamp)."""
-    from chartjax.synth import figureqa as synth
-
     raw, data_dir = os.path.join(work, "raw"), os.path.join(work, "tfds")
-    stamp = os.path.join(work, "corpus.json")
-    want = {"train_images": train_images, "val_images": val_images, "seed": seed, **settings}
-    want = json.loads(json.dumps(want))  # tuples -> lists, as read back
-    if os.path.exists(stamp):
-        with open(stamp) as f:
-            if json.load(f) == want:
-                return raw, data_dir
     os.makedirs(work, exist_ok=True)
-    stale = [os.path.join(work, d) for d in os.listdir(work) if d.startswith("features_")]
-    for path in (raw, data_dir, *stale):  # a new corpus: its features are computed afresh
-        shutil.rmtree(path, ignore_errors=True)
-    options = synth.Options(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
+    generate = dict(train_images=train_images, val_images=val_images, seed=seed, workers=2)
+    corpora.figureqa_stamped(
+        raw,
+        data_dir,
+        os.path.join(work, "corpus.json"),
+        {"train_images": train_images, "val_images": val_images, "seed": seed, **settings},
+        {**generate, "options": settings},
+        stale=[os.path.join(work, d) for d in os.listdir(work) if d.startswith("features_")],
     )
-    synth.generate(
-        raw, train_images=train_images, val_images=val_images, seed=seed, workers=2, options=options
-    )
-    import tfds_builders.figureqa as builder_pkg
-
-    builder = os.path.dirname(builder_pkg.__file__)
-    tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")
-    cmd = [tfds_cli, "build", builder, f"--manual_dir={raw}", f"--data_dir={data_dir}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(builder))
-    if proc.returncode:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"tfds build failed (exit {proc.returncode}): {' '.join(cmd)}")
-    with open(stamp, "w") as f:
-        json.dump(want, f)
     return raw, data_dir
 
 
@@ -260,8 +237,10 @@ def model_configs(args, vocab_size: int) -> dict:
     }
 
 
-def make_trainer(cfg, lr: float, seed: int):
-    """(step, predict, snapshot, restore) over one package model with Adam."""
+def make_trainer(cfg, lr: float, seed: int, decay_steps: int = 0):
+    """(step, predict, snapshot, restore) over one package model with Adam; `decay_steps` > 0:
+    the rate falls as a cosine to 0 over that many updates (BatchNorm's running averages then
+    catch up with weights that stop moving; figureqa_sanity measured the lag)."""
     import jax
     import optax
     from flax import nnx
@@ -269,7 +248,8 @@ def make_trainer(cfg, lr: float, seed: int):
     from chartjax.models import relation_network as rn
 
     model = rn.build(cfg, nnx.Rngs(seed))
-    opt = nnx.Optimizer(model, optax.adam(lr), wrt=nnx.Param)
+    rate = optax.cosine_decay_schedule(lr, decay_steps) if decay_steps else lr
+    opt = nnx.Optimizer(model, optax.adam(rate), wrt=nnx.Param)
 
     @nnx.jit
     def step(model, opt, batch):
@@ -409,6 +389,7 @@ def main(argv=None) -> dict:
     p.add_argument("--conv-layers", type=int, default=4, help="64 px / 2^4 = 4x4 objects")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine"))
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--steps", type=int, default=1500, help="updates per model")
     p.add_argument("--eval-every", type=int, default=100)
@@ -458,7 +439,8 @@ def main(argv=None) -> dict:
     cfgs = model_configs(args, len(figureqa.vocabulary()))
     results = {}
     for name in [m for m in MODELS if m in models]:
-        trainer = make_trainer(cfgs[name], args.lr, args.seed)
+        decay = args.steps if args.lr_schedule == "cosine" else 0
+        trainer = make_trainer(cfgs[name], args.lr, args.seed, decay)
         results[name] = train_model(name, trainer, data, schedule, args)
     decision = None
     if set(MODELS) <= set(results):

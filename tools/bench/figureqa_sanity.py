@@ -72,8 +72,6 @@ import functools
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -104,41 +102,18 @@ CORPUS = {
 def build_corpus(work: str, train_images: int, val_images: int, seed: int) -> tuple[str, str]:
     """Generates the sanity corpus and builds it with `tfds build`; returns (raw, data_dir).
     Reused when `work` holds a build of the same settings (its corpus.json stamp)."""
-    from chartjax.synth import figureqa as synth
+    from chartjax.tools.bench import corpora
 
     raw, data_dir = os.path.join(work, "raw"), os.path.join(work, "tfds")
-    stamp = os.path.join(work, "corpus.json")
-    want = {"train_images": train_images, "val_images": val_images, "seed": seed, **CORPUS}
-    want = json.loads(json.dumps(want))  # tuples -> lists, as read back
-    if os.path.exists(stamp):
-        with open(stamp) as f:
-            if json.load(f) == want:
-                return raw, data_dir
-    stale = [os.path.join(work, d) for d in os.listdir(work) if d.startswith("features_")]
-    for path in (raw, data_dir, *stale):  # a new corpus: its features are computed afresh
-        shutil.rmtree(path, ignore_errors=True)
-    synth.generate(
+    generate = dict(train_images=train_images, val_images=val_images, seed=seed, workers=2)
+    corpora.figureqa_stamped(
         raw,
-        train_images=train_images,
-        val_images=val_images,
-        seed=seed,
-        workers=2,
-        options=synth.Options(**CORPUS),
+        data_dir,
+        os.path.join(work, "corpus.json"),
+        {"train_images": train_images, "val_images": val_images, "seed": seed, **CORPUS},
+        {**generate, "options": CORPUS},
+        stale=[os.path.join(work, d) for d in os.listdir(work) if d.startswith("features_")],
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    builder = os.path.join(root, "tfds_builders", "figureqa")
-    if not os.path.isdir(builder):  # an installed wheel: the builder package's own folder
-        import tfds_builders.figureqa as b
-
-        builder = os.path.dirname(b.__file__)
-    tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")
-    cmd = [tfds_cli, "build", builder, f"--manual_dir={raw}", f"--data_dir={data_dir}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(builder))
-    if proc.returncode:
-        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"tfds build failed (exit {proc.returncode}): {' '.join(cmd)}")
-    with open(stamp, "w") as f:
-        json.dump(want, f)
     return raw, data_dir
 
 
