@@ -29,6 +29,13 @@ not), and `cores_per_h200`: the host cores it takes to feed one H200 at 40% MFU,
   32k-50k one tokenizes at a similar rate: tokenization is well under 1% of the path).
   The FLOPs are models/flops.py's for Pix2Struct-base at 2048 patches and 128 targets (217
   examples/s at 40% MFU). `stages` times each step alone on one core to show where it goes.
+
+Measured (2 cores, load 3; `--data_dir` a 2,000-figure generated corpus, 8,000 questions,
+`--image-size 256 --conv-layers 5 --batch 64 --batches 80 --pix2struct-images 16`): FigureQA
+5,518 questions per CPU second with the paper's 8-pixel crop, 11.5 cores per H200 (the RN at
+6.23 GFLOP per question needs 63,462/s); the cache's start-up 4.5 CPU ms per figure, once.
+Before the image cache (a PNG decoded per question) the same corpus gave ~770/s, 82 cores.
+Pix2Struct 19.4 images per CPU second, 11.2 cores.
 """
 
 from __future__ import annotations
