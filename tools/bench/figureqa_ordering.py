@@ -56,8 +56,8 @@ import time
 
 import numpy as np
 
-from chartjax.tools.bench import corpora, harness
 from chartjax.tools.bench import figureqa_sanity as fs
+from chartjax.tools.bench import harness
 
 MODELS = ("text_only", "cnn_lstm", "rn")  # the paper's ordering, lowest first
 CHANCE_BAND = 5.0  # text-only counts as "~50%" within this many points of 50
@@ -132,25 +132,6 @@ def check_corpus(settings: dict) -> None:
     synth.Options(
         **{k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()}
     ).check()
-
-
-def build_corpus(
-    work: str, settings: dict, train_images: int, val_images: int, seed: int
-) -> tuple[str, str]:
-    """Generates the corpus and builds it with `tfds build`; returns (raw, data_dir). Reused
-    when `work` holds a build of the same settings (its corpus.json stamp)."""
-    raw, data_dir = os.path.join(work, "raw"), os.path.join(work, "tfds")
-    os.makedirs(work, exist_ok=True)
-    generate = dict(train_images=train_images, val_images=val_images, seed=seed, workers=2)
-    corpora.figureqa_stamped(
-        raw,
-        data_dir,
-        os.path.join(work, "corpus.json"),
-        {"train_images": train_images, "val_images": val_images, "seed": seed, **settings},
-        {**generate, "options": settings},
-        stale=[os.path.join(work, d) for d in os.listdir(work) if d.startswith("features_")],
-    )
-    return raw, data_dir
 
 
 def add_figure_types(feats: dict, raw: str) -> None:
@@ -426,7 +407,7 @@ def main(argv=None) -> dict:
 
     work = os.path.join(args.work, args.corpus)
     t = time.perf_counter()
-    raw, data_dir = build_corpus(work, settings, args.train_images, args.val_images, args.seed)
+    raw, data_dir = fs.build_corpus(work, args.train_images, args.val_images, args.seed, settings)
     feats = fs.load_features(data_dir, args.image_size, work)
     add_figure_types(feats, raw)
     prep_s = time.perf_counter() - t

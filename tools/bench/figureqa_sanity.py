@@ -99,19 +99,24 @@ CORPUS = {
 # ------------------------------------------------------------------ corpus ----------------
 
 
-def build_corpus(work: str, train_images: int, val_images: int, seed: int) -> tuple[str, str]:
-    """Generates the sanity corpus and builds it with `tfds build`; returns (raw, data_dir).
-    Reused when `work` holds a build of the same settings (its corpus.json stamp)."""
+def build_corpus(
+    work: str, train_images: int, val_images: int, seed: int, settings: dict | None = None
+) -> tuple[str, str]:
+    """Generates the sanity corpus (or one of other synth.Options `settings`) and builds it
+    with `tfds build`; returns (raw, data_dir). Reused when `work` holds a build of the same
+    settings (its corpus.json stamp)."""
     from chartjax.tools.bench import corpora
 
+    settings = CORPUS if settings is None else settings
     raw, data_dir = os.path.join(work, "raw"), os.path.join(work, "tfds")
+    os.makedirs(work, exist_ok=True)
     generate = dict(train_images=train_images, val_images=val_images, seed=seed, workers=2)
     corpora.figureqa_stamped(
         raw,
         data_dir,
         os.path.join(work, "corpus.json"),
-        {"train_images": train_images, "val_images": val_images, "seed": seed, **CORPUS},
-        {**generate, "options": CORPUS},
+        {"train_images": train_images, "val_images": val_images, "seed": seed, **settings},
+        {**generate, "options": settings},
         stale=[os.path.join(work, d) for d in os.listdir(work) if d.startswith("features_")],
     )
     return raw, data_dir
