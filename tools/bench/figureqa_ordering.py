@@ -230,22 +230,7 @@ def make_trainer(cfg, lr: float, seed: int, decay_steps: int = 0):
 
     model = rn.build(cfg, nnx.Rngs(seed))
     rate = optax.cosine_decay_schedule(lr, decay_steps) if decay_steps else lr
-    opt = nnx.Optimizer(model, optax.adam(rate), wrt=nnx.Param)
-
-    @nnx.jit
-    def step(model, opt, batch):
-        def loss_fn(m):
-            logits = m({k: batch[k] for k in fs.INPUTS}, train=True)
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
-            return loss.mean(), (logits.argmax(-1) == batch["label"]).mean()
-
-        (loss, acc), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
-        opt.update(model, grads)
-        return loss, acc
-
-    @nnx.jit
-    def predict(model, batch):
-        return model(batch, train=False).argmax(-1)
+    step, predict = fs.adam_fns(model, rate)
 
     def snapshot():
         import jax.numpy as jnp
@@ -256,7 +241,7 @@ def make_trainer(cfg, lr: float, seed: int, decay_steps: int = 0):
     def restore(state):
         nnx.update(model, state)
 
-    return (lambda b: step(model, opt, b)), (lambda b: predict(model, b)), snapshot, restore
+    return step, (lambda b: predict(model, b)), snapshot, restore
 
 
 def accuracy(fn, d: dict) -> float:

@@ -371,18 +371,14 @@ def lecun_g_and_f(model, seed: int) -> None:
             layer.bias[...] = jnp.zeros(layer.bias.shape)
 
 
-def package_trainer(cfg, lr, seed: int, init_question=None, lecun=False) -> Trainer:
+def adam_fns(model, rate):
+    """(step, predict) of a package FigureQA model under Adam at `rate` (a float or an optax
+    schedule): step(batch) -> (mean loss, accuracy), one update; predict(model, batch) -> the
+    eval-mode classes (jitted, taking the model so that copies of it can be scored)."""
     import optax
     from flax import nnx
 
-    from chartjax.models import relation_network as rn
-
-    model = rn.build(cfg, nnx.Rngs(seed))
-    if lecun:
-        lecun_g_and_f(model, seed)
-    if init_question is not None:
-        nnx.update(model.question, nnx.state(init_question))
-    opt = nnx.Optimizer(model, optax.adam(lr), wrt=nnx.Param)
+    opt = nnx.Optimizer(model, optax.adam(rate), wrt=nnx.Param)
 
     @nnx.jit
     def step(model, opt, batch):
@@ -398,6 +394,21 @@ def package_trainer(cfg, lr, seed: int, init_question=None, lecun=False) -> Trai
     @nnx.jit
     def predict(model, batch):
         return model(batch, train=False).argmax(-1)
+
+    return (lambda b: step(model, opt, b)), predict
+
+
+def package_trainer(cfg, lr, seed: int, init_question=None, lecun=False) -> Trainer:
+    from flax import nnx
+
+    from chartjax.models import relation_network as rn
+
+    model = rn.build(cfg, nnx.Rngs(seed))
+    if lecun:
+        lecun_g_and_f(model, seed)
+    if init_question is not None:
+        nnx.update(model.question, nnx.state(init_question))
+    step, predict = adam_fns(model, lr)
 
     @nnx.jit
     def predict_batch_stats(model, batch):
@@ -419,7 +430,7 @@ def package_trainer(cfg, lr, seed: int, init_question=None, lecun=False) -> Trai
         return lambda b: predict(copy, b)
 
     return Trainer(
-        step=lambda b: step(model, opt, b),
+        step=step,
         predict=lambda b: predict(model, b),
         predict_batch_stats=batch_stats,
         recalibrated=recalibrated,

@@ -28,9 +28,9 @@ import time
 import numpy as np
 
 from chartjax.data import pipeline
-from chartjax.tools.bench import corpora, harness
+from chartjax.tools.bench import corpora, figureqa_sanity, harness
 
-INPUTS = ("image", "question_tokens", "question_length")
+INPUTS = figureqa_sanity.INPUTS
 EVAL_BATCH = 256
 
 
@@ -73,7 +73,6 @@ def main(argv=None) -> dict:
     a = p.parse_args(argv)
     run = harness.Run("rn_learning", vars(a), ("jax", "flax", "optax", "tensorflow-datasets"))
 
-    import optax
     from flax import nnx
 
     from chartjax.models import relation_network as rn
@@ -99,22 +98,7 @@ def main(argv=None) -> dict:
         lstm_dim=a.lstm_dim,
     )
     model = rn.build(cfg, nnx.Rngs(a.seed))
-    opt = nnx.Optimizer(model, optax.adam(a.lr), wrt=nnx.Param)
-
-    @nnx.jit
-    def step(model, opt, batch):
-        def loss_fn(m):
-            logits = m({k: batch[k] for k in INPUTS}, train=True)
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
-            return loss.mean(), (logits.argmax(-1) == batch["label"]).mean()
-
-        (loss, acc), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
-        opt.update(model, grads)
-        return loss, acc
-
-    @nnx.jit
-    def predict(model, batch):
-        return model(batch, train=False).argmax(-1)
+    step, predict = figureqa_sanity.adam_fns(model, a.lr)
 
     def evaluate(d) -> dict:
         preds = []
@@ -145,7 +129,7 @@ def main(argv=None) -> dict:
             order, pos = rng.permutation(len(train["label"])), 0
         idx = order[pos : pos + a.batch]
         pos += a.batch
-        loss, acc = step(model, opt, {k: train[k][idx] for k in (*INPUTS, "label")})
+        loss, acc = step({k: train[k][idx] for k in (*INPUTS, "label")})
         losses.append(float(loss))
         accs.append(float(acc))
         if s % 100 == 0 or s % a.eval_every == 0 or s == a.steps:
