@@ -52,7 +52,8 @@ bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.classify --examples 256 --batch 16
 	$(PY) -m chartjax.tools.bench.rn_learning --images 400 --steps 500 --eval_every 250
 	$(PY) -m chartjax.tools.bench.figureqa_sanity --budget-s 600 --out figureqa_sanity.json
-	$(PY) -m chartjax.tools.bench.figureqa_ordering --corpus bars --out figureqa_ordering.json \
+	$(PY) -m chartjax.tools.bench.figureqa_ordering --corpus bars --lr-schedule cosine \
+		--out figureqa_ordering.json \
 		--plot figureqa_ordering.png
 	$(PY) -m chartjax.tools.bench.learning --out bench_learning_out --rerun
 	$(PY) -m chartjax.tools.bench.learning --out runs/bench_learning_values --rerun \
