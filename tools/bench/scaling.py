@@ -79,8 +79,9 @@ def _series(rows: list[dict], size_key: str) -> dict:
 
 # Beam's local runners hold every serialized example in memory through the shuffle: a FigureQA
 # build at 16k images (223k examples, each with its figure's PNG) reached 23 GB RSS in the
-# FnApiRunner with one worker and was OOM-killed: about 4.5x the plain build's output (~23 KB per
-# example measured on a 2,000-figure build, so ~5 GB at 16k).
+# FnApiRunner with one worker and was OOM-killed before it finished, so it needs over 3x the
+# plain build's output (445 MB per 1,000 figures, ~7 GB at 16k). The factor is that lower
+# bound with a margin [estimated: no build of that size finished here to measure its peak].
 BEAM_MEMORY_FACTOR = 4.5
 
 
