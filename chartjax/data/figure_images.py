@@ -138,6 +138,7 @@ class FigureImageSource(sources.TfdsSource):
             partial = paths[0] + ".partial"
             block = np.lib.format.open_memmap(partial, mode="w+", dtype=np.uint8, shape=shape)
         else:
+            _check_memory(self.builder_dir, sub, shape)
             block = np.empty(shape, np.uint8)
         # Pass 2: decode those questions' images in tf.data's threads.
         wanted = tf.lookup.StaticHashTable(
@@ -188,3 +189,20 @@ class FigureImageSource(sources.TfdsSource):
             xs, xd = slice(max(sx, 0), w + min(sx, 0)), slice(max(-sx, 0), w - max(sx, 0))
             out[i, yd, xd] = self._blocks[int(b)][int(r), ys, xs]
         return out
+
+
+def _check_memory(builder_dir: str, sub: str, shape: tuple[int, ...]) -> None:
+    """An in-memory cache may take at most half the memory available now."""
+    need = int(np.prod(shape))
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if "MemAvailable" in line)
+    except (OSError, StopIteration):
+        return  # no /proc: nothing to compare with
+    if need > avail // 2:
+        raise MemoryError(
+            f"{builder_dir} {sub}: {shape[0]} figures at {shape[1:]} take {need / 2**30:.1f} GiB "
+            f"in memory, over half the {avail / 2**30:.1f} GiB available; set the task's "
+            "image_cache_dir (figureqa_task.image_cache_dir) to a folder with that much disk: "
+            "the cache is then a memory-mapped file, written once"
+        )

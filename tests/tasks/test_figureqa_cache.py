@@ -120,3 +120,10 @@ def test_a_row_outside_the_cache_is_refused(data_dir):
     next(pipeline.eval_batches(task, "validation1", 2, 0, 1))
     with pytest.raises(ValueError, match="not in the cache"):
         task.source.images(np.array([0, -1]))
+
+
+def test_an_in_memory_cache_too_large_for_this_machine_is_refused(data_dir, monkeypatch):
+    task = figureqa.make_task(data_dir=data_dir, image_size=16)
+    monkeypatch.setattr(task.source, "image_shape", (2**20, 2**20, 3))  # 3 TiB per figure
+    with pytest.raises(MemoryError, match="figureqa_task.image_cache_dir"):
+        next(pipeline.eval_batches(task, "validation1", 2, 0, 1))
