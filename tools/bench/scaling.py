@@ -77,12 +77,12 @@ def _series(rows: list[dict], size_key: str) -> dict:
     return out
 
 
-# Beam's local runners hold every serialized example in memory through the shuffle: a FigureQA
-# build at 16k images (223k examples, each with its figure's PNG) reached 23 GB RSS in the
-# FnApiRunner with one worker and was OOM-killed before it finished, so it needs over 3x the
-# plain build's output (445 MB per 1,000 figures, ~7 GB at 16k). The factor is that lower
-# bound with a margin [estimated: no build of that size finished here to measure its peak].
-BEAM_MEMORY_FACTOR = 4.5
+# Beam's local runners hold every serialized example in memory through the shuffle. Measured on
+# FigureQA (each example carries its figure's PNG; the plain build writes 445 MB per 1,000
+# figures): at 4k figures the FnApiRunner with 2 workers peaked at ~14.5 GB RSS over its three
+# processes, 8x the plain build's 1.78 GB; at 16k (~7 GB plain) one worker reached 23 GB and was
+# OOM-killed on a 24 GB machine.
+BEAM_MEMORY_FACTOR = 8.0
 
 
 def _available_bytes() -> int | None:
