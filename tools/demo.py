@@ -86,11 +86,11 @@ def _prepare(out: str, args) -> str:
         corpus_stamp(args),
         generate,
         log=lambda line: print(line, flush=True),
+        before_build=lambda: _step("2/4 tfds build tfds_builders/figureqa"),
     )
     if reused:
         print(f"reusing corpus {raw}")
-    _step("2/4 tfds build tfds_builders/figureqa")
-    if reused:
+        _step("2/4 tfds build tfds_builders/figureqa")
         print(f"reusing TFDS build {data_dir}/figureqa")
     return data_dir
 

@@ -94,12 +94,21 @@ def figureqa_builder_dir() -> str:
 
 
 def figureqa_stamped(
-    raw: str, data_dir: str, stamp_path: str, stamp: dict, generate: dict, *, stale=(), log=None
+    raw: str,
+    data_dir: str,
+    stamp_path: str,
+    stamp: dict,
+    generate: dict,
+    *,
+    stale=(),
+    log=None,
+    before_build=None,
 ) -> bool:
     """Generates a FigureQA corpus (chartjax.synth.figureqa.generate(raw, **generate), its
     `options` a dict of synth.Options fields) and builds it with the `tfds build` CLI, as a user
     would, unless `stamp_path` records `stamp`; returns True when the earlier build is reused.
-    `stale`: paths derived from an earlier corpus, removed with it. `log(line)`: progress."""
+    `stale`: paths derived from an earlier corpus, removed with it. `log(line)`: progress;
+    `before_build()`: called between generation and build."""
     import json
     import shutil
     import subprocess
@@ -125,6 +134,8 @@ def figureqa_stamped(
     t = time.time()
     synth.generate(raw, **kwargs, options=synth.Options(**options))
     log(f"generated in {time.time() - t:.0f} s -> {raw}")
+    if before_build:
+        before_build()
     builder = figureqa_builder_dir()
     tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")
     cmd = [tfds_cli, "build", builder, f"--manual_dir={raw}", f"--data_dir={data_dir}"]
