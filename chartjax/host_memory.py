@@ -9,6 +9,9 @@ both sides); the Pix2Struct training step moved within run-to-run noise. The cos
 keeps its peak heap (RSS) instead of shrinking after a peak. Entry points (chartjax-train /
 -eval / -infer, the demo, bench/step, bench/input, bench/train_step) call it; importing
 chartjax alone changes nothing.
+
+`available_bytes` reads how much memory the OS could still give (the FigureQA image cache and
+the scaling benchmark's Beam builds check it before they allocate).
 """
 
 from __future__ import annotations
@@ -36,3 +39,15 @@ def keep_freed_memory() -> bool:
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
         and libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+
+
+def available_bytes() -> int | None:
+    """The memory the OS could give this process now (Linux's MemAvailable); None elsewhere."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -4,6 +4,7 @@ Checked with glibc's own accounting (mallinfo2: `hblkhd` = bytes in mmapped chun
 heap bytes) in fresh interpreters, because the setting is process-wide.
 """
 
+import os
 import platform
 import subprocess
 import sys
@@ -52,3 +53,13 @@ def test_keep_freed_memory_serves_buffers_from_the_heap():
     mmapped_8, mmapped_16, heap_after_free = _run("keep")
     assert mmapped_8 == 0 and mmapped_16 == 0
     assert heap_after_free >= 16  # freed memory stays for the next step
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="no /proc/meminfo off Linux")
+def test_available_bytes_reads_meminfo():
+    from chartjax import host_memory  # importing changes nothing (only keep_freed_memory does)
+
+    with open("/proc/meminfo") as f:
+        want = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    got = host_memory.available_bytes()
+    assert got > 0 and abs(got - want) < 2**30  # the two reads are moments apart

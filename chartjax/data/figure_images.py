@@ -121,10 +121,7 @@ class FigureImageSource(sources.TfdsSource):
         if paths and os.path.exists(paths[1]):
             with open(paths[1]) as f:
                 stamp = json.load(f)
-            if stamp["builder_dir"] == os.path.abspath(self.builder_dir) and (
-                stamp["cache_key"],
-                stamp["image_shape"],
-            ) == (self.cache_key, list(self.image_shape)):
+            if {**stamp, "figures": []} == self._stamp([]):  # same build and preprocessing
                 figures = np.asarray(stamp["figures"], np.int64)
                 return figures, np.load(paths[0], mmap_mode="r")
         # Pass 1: each question's figure (nothing else parsed); the first question of each
@@ -169,6 +166,11 @@ class FigureImageSource(sources.TfdsSource):
             block = np.load(paths[0], mmap_mode="r")
         return figures, block
 
+    @property
+    def cached_figures(self) -> int:
+        """Figures decoded into the cache so far (every split slice read)."""
+        return sum(len(b) for b in self._blocks)
+
     def images(self, rows: np.ndarray, offsets: np.ndarray | None = None, pad: int = 0):
         """The cached images of `image_row` values `rows`, each padded by `pad` (pad // 2
         before, as tf.image.resize_with_crop_or_pad) and cropped back at its (dy, dx) in `offsets`
@@ -193,13 +195,10 @@ class FigureImageSource(sources.TfdsSource):
 
 def _check_memory(builder_dir: str, sub: str, shape: tuple[int, ...]) -> None:
     """An in-memory cache may take at most half the memory available now."""
-    need = int(np.prod(shape))
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f if "MemAvailable" in line)
-    except (OSError, StopIteration):
-        return  # no /proc: nothing to compare with
-    if need > avail // 2:
+    from chartjax import host_memory
+
+    need, avail = int(np.prod(shape)), host_memory.available_bytes()
+    if avail is not None and need > avail // 2:
         raise MemoryError(
             f"{builder_dir} {sub}: {shape[0]} figures at {shape[1:]} take {need / 2**30:.1f} GiB "
             f"in memory, over half the {avail / 2**30:.1f} GiB available; set the task's "

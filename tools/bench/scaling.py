@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 
+from chartjax import host_memory
 from chartjax.tools.bench import harness
 
 SUPER_LINEAR = 1.15  # slope_top above this: cost grows faster than the work
@@ -85,17 +86,6 @@ def _series(rows: list[dict], size_key: str) -> dict:
 BEAM_MEMORY_FACTOR = 8.0
 
 
-def _available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def _tree_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
@@ -115,8 +105,9 @@ def bench_build(tmp: str, sizes, modes, gen_workers: int) -> dict:
         written = None  # bytes of this size's plain build
         for mode in modes:
             data_dir = os.path.join(tmp, f"tfds_{n}_{mode}")
-            need, free = (written or 0) * BEAM_MEMORY_FACTOR, _available_bytes()
-            if mode != "plain" and written and free and need > free:
+            need = (written or 0) * BEAM_MEMORY_FACTOR
+            free = host_memory.available_bytes() if mode != "plain" and written else None
+            if free is not None and need > free:
                 row = {
                     "charts": n,
                     "mode": mode,

@@ -56,7 +56,8 @@ def test_a_beam_build_that_cannot_fit_in_memory_is_skipped_and_counted(monkeypat
 
     monkeypatch.setattr(build, "generate", lambda *a: {"charts": a[2], "wall_s": a[2] / 50})
     monkeypatch.setattr(build, "build", fake_build)
-    monkeypatch.setattr(scaling, "_available_bytes", lambda: 20_000)  # beam: 8 B per chart
+    # Beam needs 8 B per chart here: 8,000 at 1k, 16,000 at 2k fit; 32,000 at 4k does not.
+    monkeypatch.setattr(scaling.host_memory, "available_bytes", lambda: 20_000)
     monkeypatch.setitem(sys.modules, "apache_beam", types.ModuleType("apache_beam"))
     out = scaling.bench_build(str(tmp_path), [1000, 2000, 4000], ["plain", "beam1"], 2)
     assert [("skipped" in r) for r in out["build_beam1"]["rows"]] == [False, False, True]
