@@ -143,14 +143,26 @@ def random_batches(
     process_count: int = 1,
 ) -> Iterator[dict]:
     """One random batch of `split` per update, from update `start_update` on: the split's
-    examples shuffled (seeded, reshuffled each pass) and repeated, with the task's evaluation
-    features (no training augmentation, the host fields `evaluate` reads). A resumed run skips
-    what it has scored before anything is decoded, so it scores the same batches."""
+    examples shuffled (seeded, a new permutation each pass) and repeated, with the task's evaluation
+    features (no training augmentation, the host fields `evaluate` reads). A resumed run starts
+    where it stopped (an index, no skipping), so it scores the same batches."""
 
     local = pipeline.local_batch_size(global_batch_size, process_count)
-    ds = task.source.eval_examples(split, process_index=process_index, process_count=process_count)
-    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    ds = ds.skip(start_update * local)
+    if isinstance(task.source, sources.TfdsSource):  # index-based: starts at once at any update
+        ds = task.source.train_examples(
+            seed=seed,
+            start_step=start_update,
+            local_batch_size=local,
+            process_index=process_index,
+            process_count=process_count,
+            split=split,
+        )
+    else:
+        ds = task.source.eval_examples(
+            split, process_index=process_index, process_count=process_count
+        )
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.skip(start_update * local)
     ds = pipeline.featurized(ds, task, True, local, drop_remainder=True)
     return ds.with_options(sources.tf_options()).as_numpy_iterator()
 

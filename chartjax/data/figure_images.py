@@ -1,19 +1,18 @@
-"""Each figure decoded once: a TFDS source whose examples point into a cache of preprocessed
-figure images instead of carrying their encoded bytes.
+"""Each figure decoded once: a TFDS source whose examples (questions) point into a cache of
+preprocessed figure images instead of carrying their encoded bytes.
 
-FigureQA stores a figure's PNG with every one of its ~14 questions. Decoding it per question
-made the input path cost 1.3 CPU ms per question (0.70 ms PNG decode, 0.40 ms resize, pad and
-crop, 0.19 ms reading the record: issue 18, item 3), about 16x what one H200 running the RN
-needs from 16 host cores. Here every distinct figure of a split is decoded and preprocessed
-once (`image_fn`, in tf.data's threads) into a uint8 array [figures, H, W, 3]; the question
-records are read without their image (nor any feature the task does not name) and carry
-`image_row`, a row of that array. The task's batch map (`Task.batch_features`) gathers the rows
-of a whole batch at once (`images`).
+A FigureQA record is a figure with its ~13 questions (tfds_builders/figureqa, 2.0.0). Every
+figure of this process's share of a split (its own figures: with N processes each caches about
+1/N of the split) is read once: its image decoded and preprocessed (`image_fn`, in tf.data's
+threads) into a uint8 array [figures, H, W, 3], its questions kept in memory with only the
+fields the task reads and `image_row`, a row of that array. Training and evaluation then read
+questions from memory; the task's batch map (`Task.batch_features`) gathers the rows of a whole
+batch at once (`images`). Decoding a figure per question cost 1.3 CPU ms per question (issue
+18, item 3).
 
 The array is held in memory, or with `cache_dir` written once as a .npy file beside a JSON
 stamp and memory-mapped (the page cache then holds it; all of FigureQA's train1 at 256 px is
-19.7 GB) and reused by later runs of the same build and preprocessing. Each process caches the
-figures of its own slice of the split only.
+19.7 GB) and reused by later runs of the same build, share and preprocessing.
 """
 
 from __future__ import annotations
@@ -22,11 +21,11 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from chartjax.data import sources
+from chartjax.data import sources, tfds_records
 
 _BLOCK_BITS = 32  # image_row = block << 32 | row: a block per (split slice) cache
 
@@ -49,54 +48,32 @@ class FigureImageSource(sources.TfdsSource):
     group_key: str = "image_index"
     cache_dir: str | None = None
     _blocks: list = dataclasses.field(default_factory=list, init=False, repr=False)
-    _tables: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
-    def _as_dataset(self, split: str, keys):
-        """Split slice `split` with only `keys` parsed; the image, when named, stays bytes."""
-        import tensorflow_datasets as tfds
+    def examples(self, split: str, process_index: int, process_count: int) -> list[dict]:
+        """This process's questions of `split`, each with `image_row` (its figures cached)."""
+        key = (split, process_index, process_count)
+        if key not in self._examples:
+            self._examples[key] = self._questions(split, process_index, process_count)
+        return self._examples[key]
 
-        features = self.builder().info.features
-        missing = [k for k in keys if k not in features]
-        if missing:
-            raise KeyError(f"{self.builder_dir}: the dataset has no feature {missing}")
-        decoders = tfds.decode.PartialDecoding(
-            {k: features[k] for k in keys},
-            decoders={self.image_key: tfds.decode.SkipDecoding()}
-            if self.image_key in keys
-            else None,
-        )
-        return self.builder().as_dataset(split=split, shuffle_files=False, decoders=decoders)
-
-    def _read(self, split: str, process_index: int, process_count: int):
-        import tensorflow as tf
-
-        sub = sources.process_split(split, process_index, process_count)
-        table = self._table(sub)
-        keys = sorted({*self.read_keys, self.group_key})
-        group = self.group_key
-
-        def attach(ex):
-            row = table.lookup(tf.cast(ex[group], tf.int64))
-            return {**ex, "image_row": row}
-
-        return self._as_dataset(sub, keys).map(attach, num_parallel_calls=tf.data.AUTOTUNE)
-
-    def _table(self, sub: str):
-        """The lookup figure -> image_row for split slice `sub`, its images cached first."""
-        import tensorflow as tf
-
-        if sub not in self._tables:
-            figures, block = self._cache(sub)
-            base = len(self._blocks) << _BLOCK_BITS
-            self._blocks.append(block)
-            self._tables[sub] = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(
-                    tf.constant(figures, tf.int64),
-                    tf.constant(base + np.arange(len(figures), dtype=np.int64)),
-                ),
-                default_value=-1,
-            )
-        return self._tables[sub]
+    def _questions(self, split: str, process_index: int, process_count: int) -> list[dict]:
+        source = self.data_source(split)
+        mine = sources.process_records(len(source), process_index, process_count)
+        sub = f"{split}_{process_index}of{process_count}"
+        keys = sorted({"id", *self.read_keys})
+        base = len(self._blocks) << _BLOCK_BITS
+        questions, figures = [], []
+        for row, r in enumerate(mine):
+            record = source[r]
+            figures.append(int(record[self.group_key]))
+            for q in tfds_records.expand(record):
+                missing = [k for k in keys if k not in q]
+                if missing:
+                    raise KeyError(f"{self.builder_dir}: the dataset has no feature {missing}")
+                questions.append({**{k: q[k] for k in keys}, "image_row": np.int64(base + row)})
+        encoded = (source[r][self.image_key] for r in mine)  # read again only if not cached
+        self._blocks.append(self._cache(sub, figures, encoded))
+        return questions
 
     def _cache_paths(self, sub: str) -> tuple[str, str] | None:
         if self.cache_dir is None:
@@ -113,22 +90,16 @@ class FigureImageSource(sources.TfdsSource):
             "figures": [int(f) for f in figures],
         }
 
-    def _cache(self, sub: str) -> tuple[np.ndarray, np.ndarray]:
-        """(sorted figure ids, uint8 images in that order) of split slice `sub`."""
+    def _cache(self, sub: str, figures: list[int], encoded: Iterator[bytes]) -> np.ndarray:
+        """The uint8 images of `figures` in that order (`encoded`: their encoded images)."""
         import tensorflow as tf
 
         paths = self._cache_paths(sub)
         if paths and os.path.exists(paths[1]):
             with open(paths[1]) as f:
                 stamp = json.load(f)
-            if {**stamp, "figures": []} == self._stamp([]):  # same build and preprocessing
-                figures = np.asarray(stamp["figures"], np.int64)
-                return figures, np.load(paths[0], mmap_mode="r")
-        # Pass 1: each question's figure (nothing else parsed); the first question of each
-        # figure in read order is the one whose image gets decoded.
-        ids = self._as_dataset(sub, [self.group_key]).map(lambda ex: ex[self.group_key])
-        order = np.fromiter(ids.batch(4096).unbatch().as_numpy_iterator(), np.int64)
-        figures, first = np.unique(order, return_index=True)
+            if stamp == self._stamp(figures):  # same build, share and preprocessing
+                return np.load(paths[0], mmap_mode="r")
         shape = (len(figures), *self.image_shape)
         if paths:
             os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
@@ -137,20 +108,11 @@ class FigureImageSource(sources.TfdsSource):
         else:
             _check_memory(self.builder_dir, sub, shape)
             block = np.empty(shape, np.uint8)
-        # Pass 2: decode those questions' images in tf.data's threads.
-        wanted = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(
-                tf.constant(first, tf.int64), tf.range(len(first), dtype=tf.int64)
-            ),
-            default_value=-1,
-        )
-        image_fn, key = self.image_fn, self.image_key
-        ds = self._as_dataset(sub, [self.group_key, key]).enumerate()
-        ds = ds.filter(lambda i, ex: wanted.lookup(i) >= 0)
-        ds = ds.map(
-            lambda i, ex: (wanted.lookup(i), image_fn(ex[key])),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
+        image_fn = self.image_fn
+        ds = tf.data.Dataset.from_generator(
+            lambda: encoded, output_signature=tf.TensorSpec((), tf.string)
+        ).enumerate()
+        ds = ds.map(lambda i, im: (i, image_fn(im)), num_parallel_calls=tf.data.AUTOTUNE)
         filled = 0
         for row, image in ds.with_options(sources.tf_options()).as_numpy_iterator():
             block[row] = image
@@ -164,7 +126,7 @@ class FigureImageSource(sources.TfdsSource):
             with open(paths[1], "w") as f:
                 json.dump(self._stamp(figures), f)
             block = np.load(paths[0], mmap_mode="r")
-        return figures, block
+        return block
 
     @property
     def cached_figures(self) -> int:

@@ -3,11 +3,15 @@
 Both give tf.data datasets of raw examples, this process's share only; chartjax/data/pipeline.py
 maps them to features and batches them the same way for every task.
 
-* `TfdsSource`: a built TFDS dataset. Each process reads its slice of the split
-  (`tfds.even_splits`); encoded features (images) stay undecoded until the task's feature map.
-  Training shuffles with a fixed seed (reshuffled each epoch), repeats, and skips the examples a
-  resumed run has seen before anything is decoded. An optional `expand` turns one TFDS example
-  (Python values) into any number of records `{"id", "prompt", "target", "meta"}` (seq2seq tasks).
+* `TfdsSource`: a built TFDS dataset (array_record), read by random access
+  (chartjax/data/tfds_records.py: `tfds.data_source`, a figure's questions and a chart's claims
+  expanded into examples). Each process reads its own contiguous share of the split's records
+  (a figure and all its questions in one share). Training draws a seeded permutation of this
+  process's examples per epoch; example k of the stream is a pure function of (seed, k), so a run resumed at any step
+  starts reading at once (no skipping) and sees exactly the batches of an uninterrupted run.
+  Encoded features (images) stay undecoded until the task's feature map. An optional `expand`
+  turns one example (Python values) into any number of records `{"id", "prompt", "target",
+  "meta"}` (seq2seq tasks).
 * `IndexedSource`: examples that are a pure function of their index (synthetic smoke tasks), so
   any process can compute exactly its rows of any global batch without files: the global batch
   is the concatenation of the per-process shards in process order (DESIGN.md §4).
@@ -15,6 +19,7 @@ maps them to features and batches them the same way for every task.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import json
 import os
@@ -22,6 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+
+from chartjax.data import tfds_records
 
 RECORD_KEYS = ("id", "prompt", "target", "meta")
 
@@ -44,10 +51,56 @@ def tfds_builder_dir(name: str, data_dir: str) -> str:
     return os.path.join(root, versions[-1])
 
 
-def process_split(split: str, process_index: int, process_count: int) -> str:
-    import tensorflow_datasets as tfds
+def process_records(num_records: int, process_index: int, process_count: int) -> range:
+    """This process's contiguous share of a split's records (the first ones get one more)."""
+    per, extra = divmod(num_records, process_count)
+    start = process_index * per + min(process_index, extra)
+    return range(start, start + per + (process_index < extra))
 
-    return tfds.even_splits(split, n=process_count, drop_remainder=False)[process_index]
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The order of n examples in one training epoch: a permutation drawn from (seed, epoch)."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def stream_positions(n: int, seed: int, start: int) -> Iterator[int]:
+    """Example positions of the training stream from stream index `start` on: epoch after
+    epoch of `epoch_order`; the start costs one permutation, whatever its value."""
+    if n == 0:
+        raise ValueError("no training examples in this process's share of the split")
+    epoch, within = divmod(start, n)
+    while True:
+        yield from epoch_order(seed, epoch, n)[within:].tolist()
+        epoch, within = epoch + 1, 0
+
+
+def dataset_of(make: Callable[[], Iterator[dict]], first: dict | None = None):
+    """A tf.data dataset of the example dicts `make()` yields (a fresh pass for each iteration,
+    so `.repeat()` works); the signature is taken from `first`, else from the first example.
+    None when there is no example to take it from."""
+    import tensorflow as tf
+
+    if first is None:
+        first = next(iter(make()), None)
+        if first is None:
+            return None
+    signature = {k: _spec(v) for k, v in first.items()}
+    return tf.data.Dataset.from_generator(make, output_signature=signature)
+
+
+def _spec(value):
+    import tensorflow as tf
+
+    if isinstance(value, bytes | str):
+        return tf.TensorSpec((), tf.string)
+    if isinstance(value, list | tuple):
+        if not value or isinstance(value[0], bytes | str):
+            return tf.TensorSpec((None,), tf.string)
+        value = np.asarray(value)
+    value = np.asarray(value)
+    if value.dtype.kind in "USO":
+        return tf.TensorSpec((None,) * value.ndim, tf.string)
+    return tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
 
 
 def tf_options(deterministic: bool = True):
@@ -81,9 +134,10 @@ class TfdsSource:
     """A built TFDS dataset `name` (`name/config` for configs) under `data_dir`.
 
     directory: a built dataset's version folder, instead of looking it up by name.
-    expand(example) -> records: when given, each TFDS example (Python values of `field_keys`,
+    expand(example) -> records: when given, each example (Python values of `field_keys`,
       dotted for nested features; `encoded_keys` stay encoded bytes) becomes its records, each
       carrying the encoded `image_key` feature as `image_bytes`.
+    shuffle_buffer: unused (training shuffles the whole split); kept for the recipes' bindings.
     """
 
     name: str
@@ -95,7 +149,7 @@ class TfdsSource:
     image_key: str | None = "image"
     encoded_keys: Sequence[str] = ()
     directory: str | None = None
-    _builder: Any = dataclasses.field(default=None, init=False, repr=False)
+    _examples: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
     @property
     def builder_dir(self) -> str:
@@ -104,92 +158,113 @@ class TfdsSource:
         return self.directory
 
     def builder(self):
-        import tensorflow_datasets as tfds
+        return tfds_records.builder(self.builder_dir)
 
-        if self._builder is None:
-            self._builder = tfds.builder_from_directory(self.builder_dir)
-        return self._builder
+    def features(self) -> dict:
+        """The features of the examples (questions and claims flattened into their records)."""
+        return tfds_records.flat_features(self.builder().info.features)
 
     def num_examples(self, split: str) -> int:
-        return self.builder().info.splits[split].num_examples
+        return len(self.examples(split, 0, 1))
 
-    def decoders(self) -> dict | None:
-        """Encoded features stay bytes: the task's feature map decodes what it uses."""
-        import tensorflow_datasets as tfds
-
+    def data_source(self, split: str):
         skipped = {k for k in ("image", self.image_key, *self.encoded_keys) if k}
-        skipped &= set(self.builder().info.features)
-        return {k: tfds.decode.SkipDecoding() for k in sorted(skipped)} or None
+        return tfds_records.data_source(self.builder_dir, split, tuple(sorted(skipped)))
 
-    def _read(self, split: str, process_index: int, process_count: int):
-        return self.builder().as_dataset(
-            split=process_split(split, process_index, process_count),
-            shuffle_files=False,
-            decoders=self.decoders(),
-        )
+    def examples(self, split: str, process_index: int, process_count: int) -> Sequence[dict]:
+        """This process's examples of `split`, by position (records read on access)."""
+        key = (split, process_index, process_count)
+        if key not in self._examples:
+            source = self.data_source(split)
+            mine = process_records(len(source), process_index, process_count)
+            self._examples[key] = _Expanded(source, mine, self._finals)
+        return self._examples[key]
 
-    def _expanded(self, ds):
-        return ds if self.expand is None else ds.flat_map(self._expand_fn())
+    def _finals(self, record: dict) -> list[dict]:
+        """A record's examples as the task reads them (through `expand` when it has one)."""
+        examples = tfds_records.expand(record)
+        if self.expand is None:
+            return examples
+        out = []
+        keys, encoded = tuple(self.field_keys), set(self.encoded_keys)
+        for ex in examples:
+            fields = {
+                k: (bytes(_get(ex, k)) if k in encoded else as_python(_get(ex, k))) for k in keys
+            }
+            records = list(self.expand(fields))
+            for r in records:
+                missing = [k for k in ("id", "prompt", "target") if k not in r]
+                if missing:
+                    raise ValueError(f"expand() returned a record without {missing}: {r}")
+                row = {k: str(r[k]) for k in ("id", "prompt", "target")}
+                row["meta"] = json.dumps(r.get("meta", {}), sort_keys=True)
+                if self.image_key:
+                    row["image_bytes"] = _get(ex, self.image_key)
+                out.append(row)
+        return out
 
     def train_examples(
         self, *, seed, start_step, local_batch_size, process_index, process_count, split=None
     ):
-        ds = self._read(split or self.train_split, process_index, process_count)
-        ds = ds.shuffle(self.shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-        # Skip before the feature map: a resumed run pays no decoding for what it has seen.
-        return self._expanded(ds).skip(start_step * local_batch_size)
+        examples = self.examples(split or self.train_split, process_index, process_count)
+        start = start_step * local_batch_size
+
+        def stream():
+            return (examples[i] for i in stream_positions(len(examples), seed, start))
+
+        return dataset_of(stream)
 
     def eval_examples(self, split, *, process_index, process_count):
-        return self._expanded(self._read(split, process_index, process_count))
+        examples = self.examples(split, process_index, process_count)
+        ds = dataset_of(lambda: iter(examples))
+        if ds is None:  # an empty share: the signature of this split's first example
+            ds = dataset_of(lambda: iter(()), self.examples(split, 0, 1)[0])
+        return ds
 
     def ids(self, split: str) -> list[str]:
-        """The example ids of a split, in order (only the `id` feature is read)."""
-        ds = self.builder().as_dataset(split=split, shuffle_files=False, decoders=self.decoders())
-        return [as_python(i) for i in ds.map(lambda ex: ex["id"]).as_numpy_iterator()]
+        """The example ids of a split, in order."""
+        return [as_python(ex["id"]) for ex in self.examples(split, 0, 1)]
 
     def records(self, split: str) -> Iterator[dict]:
         """Every record of a split on the host (few-shot prompts, inference over a split)."""
-        for rec in self.eval_examples(split, process_index=0, process_count=1).as_numpy_iterator():
+        for rec in self.examples(split, 0, 1):
             out = {k: as_python(rec[k]) for k in RECORD_KEYS}
             out["meta"] = json.loads(out["meta"])
             if "image_bytes" in rec:
                 out["image_bytes"] = rec["image_bytes"]
             yield out
 
-    def _expand_fn(self):
-        """tf map: one TFDS example -> a dataset of its records (+ the encoded image each)."""
-        import tensorflow as tf
 
-        expand, keys, encoded = self.expand, tuple(self.field_keys), set(self.encoded_keys)
-        image_key = self.image_key
+class _Expanded(collections.abc.Sequence):
+    """The examples of records `mine` of a data source, by position: the record counts are read
+    once (one pass), then an example is its record read and expanded."""
 
-        def py(*values):
-            example = {
-                k: (bytes(np.asarray(v).item()) if k in encoded else as_python(v))
-                for k, v in zip(keys, values)
-            }
-            records = list(expand(example))
-            for r in records:
-                missing = [k for k in ("id", "prompt", "target") if k not in r]
-                if missing:
-                    raise ValueError(f"expand() returned a record without {missing}: {r}")
-            cols = [[str(r[k]) for r in records] for k in ("id", "prompt", "target")]
-            cols.append([json.dumps(r.get("meta", {}), sort_keys=True) for r in records])
-            return tuple(np.asarray([c.encode("utf-8") for c in col], dtype=object) for col in cols)
+    def __init__(self, source, mine: range, finals: Callable[[dict], list[dict]]):
+        self._source, self._finals = source, finals
+        counts = np.fromiter((len(finals(source[r])) for r in mine), np.int64, len(mine))
+        self._records = np.asarray(mine, np.int64)
+        self._ends = np.cumsum(counts)
+        self._last: tuple[int, list[dict]] = (-1, [])
 
-        def fn(ex):
-            values = [_tf_get(ex, k) for k in keys]
-            cols = tf.numpy_function(py, values, (tf.string,) * 4, stateful=False)
-            out = {k: tf.ensure_shape(c, [None]) for k, c in zip(RECORD_KEYS, cols)}
-            if image_key:
-                out["image_bytes"] = tf.fill(tf.shape(out["id"]), ex[image_key])
-            return tf.data.Dataset.from_tensor_slices(out)
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if len(self._ends) else 0
 
-        return fn
+    def __getitem__(self, i: int) -> dict:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        j = int(np.searchsorted(self._ends, i, side="right"))
+        record = int(self._records[j])
+        if self._last[0] != record:  # consecutive examples of one record read it once
+            self._last = (record, self._finals(self._source[record]))
+        return self._last[1][i - (int(self._ends[j - 1]) if j else 0)]
+
+    def __iter__(self):
+        for record in self._records.tolist():
+            yield from self._finals(self._source[record])
 
 
-def _tf_get(ex, key: str):
-    value = ex
+def _get(example: dict, key: str):
+    value = example
     for part in key.split("."):
         value = value[part]
     return value

@@ -223,16 +223,13 @@ def chart_info_record(example: dict, prompt: str = tables.DEPLOT_PROMPT) -> dict
 
 def count_unannotated(builder_dir: str, split: str, task: int) -> int:
     """Charts of `split` whose file does not annotate task `task` (or, for 6, has no series)."""
-    import tensorflow_datasets as tfds
+    from chartjax.data import tfds_records
 
-    builder = tfds.builder_from_directory(builder_dir)
-    ds = builder.as_dataset(
-        split=split, shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
-    )
-    ds = ds.map(lambda ex: {"has": ex[f"has_task{task}"], "series": ex["data_series_json"]})
     count = 0
-    for ex in ds.as_numpy_iterator():
-        missing = not ex["has"] or (task == 6 and ex["series"] in (b"", b"[]"))
+    for ex in tfds_records.split_examples(builder_dir, split):
+        missing = not ex[f"has_task{task}"] or (
+            task == 6 and ex["data_series_json"] in (b"", b"[]")
+        )
         count += bool(missing)
     return count
 

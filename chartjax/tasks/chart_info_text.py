@@ -145,15 +145,12 @@ def make_expand(mode: str, polygons: bool):
 
 def count_unannotated(builder_dir: str, split: str, mode: str) -> int:
     """Charts of `split` that do not annotate the task (6a: no visual elements)."""
-    import tensorflow_datasets as tfds
+    from chartjax.data import tfds_records
 
     task = "6" if mode == "task6a" else mode[-1]
-    ds = tfds.builder_from_directory(builder_dir).as_dataset(
-        split=split, shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
-    )
-    ds = ds.map(lambda ex: {"has": ex[f"has_task{task}"], "ve": ex["visual_elements_json"]})
     return sum(
-        not ex["has"] or (mode == "task6a" and not ex["ve"]) for ex in ds.as_numpy_iterator()
+        not ex[f"has_task{task}"] or (mode == "task6a" and not ex["visual_elements_json"])
+        for ex in tfds_records.split_examples(builder_dir, split)
     )
 
 

@@ -1,4 +1,4 @@
-"""ChartCheck as TFDS: one example per claim, read from the official CSV release.
+"""ChartCheck as TFDS: one example per chart with its claims, read from the official CSV release.
 
 `manual_dir` holds `train.csv`, `val.csv`, `test.csv`, `test_two.csv` and a flat `images/`
 folder (DESIGN.md §8; formats and quirks: corpora.md §1). A split without its CSV is read from the
@@ -6,18 +6,23 @@ JSON variant (`train.json`, `validation.json`, `test.json`, `test_two.json`) whe
 Optional inputs: chart-type metadata (`<type>.json`, else chart type `unknown`) and reasoning-type
 annotations (else `[]`); see annotations.py.
 
-Example id: `<csv stem>:<index column as written>` (e.g. `test_two:198 qq`); JSON records use the
-stem of the CSV they stand for, so ids agree between the two variants.
+A record is one chart: its image once, and its claims as a sequence (claims share charts: 6.2
+claims per chart overall; the 1.0.0 build stored the image with every claim). Claim id:
+`<csv stem>:<index column as written>` (e.g. `test_two:198 qq`); JSON records use the stem of the
+CSV they stand for, so ids agree between the two variants. chartjax/data/tfds_records.py expands
+a chart into its claims for every reader. A claim's reasoning types are stored as JSON text.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 
 import tensorflow_datasets as tfds
 from absl import logging
 
+from tfds_builders.common import input_fingerprint, record_format
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png
 
@@ -35,8 +40,8 @@ LABELS = (records.REFUTES, records.SUPPORTS)  # label 1 = TRUE = supports
 
 _DESCRIPTION = """\
 ChartCheck (Akhtar et al., 2023): claims about real-world Wikimedia Commons charts, labelled
-supports/refutes with a written explanation. One example per claim. test_one shares charts with
-train; test_two holds unseen charts.
+supports/refutes with a written explanation. One example per chart, its claims as a sequence.
+test_one shares charts with train; test_two holds unseen charts.
 """
 _CITATION = """\
 @article{akhtar2023chartcheck,
@@ -49,11 +54,22 @@ _CITATION = """\
 """
 
 
-class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
+class Builder(
+    input_fingerprint.InputFingerprintMixin,
+    SkipBadMixin,
+    record_format.ArrayRecordDefault,
+    tfds.core.GeneratorBasedBuilder,
+):
     """ChartCheck from the official CSV (or JSON) release and the downloaded images."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "Initial release: one example per claim."}
+    VERSION = tfds.core.Version("2.0.0")
+    RELEASE_NOTES = {
+        "1.0.0": "Initial release: one example per claim.",
+        "2.0.0": (
+            "One example per chart: the image once, the claims as a sequence (claim ids, "
+            "splits and values unchanged; reasoning types as JSON text); array_record files."
+        ),
+    }
     MANUAL_DOWNLOAD_INSTRUCTIONS = """\
     Copy train.csv, val.csv, test.csv and test_two.csv from
     github.com/mubasharaak/chartfc_dataset_wikicommons (data/dataset/) into one folder, and
@@ -69,17 +85,22 @@ class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
             description=_DESCRIPTION,
             features=tfds.features.FeaturesDict(
                 {
-                    "id": tfds.features.Text(),
+                    "id": tfds.features.Text(doc="The chart's chart_img URL."),
                     "image": tfds.features.Image(shape=(None, None, 3), encoding_format="png"),
                     "image_url": tfds.features.Text(),
                     "image_file": tfds.features.Text(),
-                    "caption": tfds.features.Text(),
-                    "claim": tfds.features.Text(),
-                    "label": tfds.features.ClassLabel(names=LABELS),
-                    "label_raw": tfds.features.Text(),
-                    "explanation": tfds.features.Text(),
                     "chart_type": tfds.features.Text(),
-                    "reasoning_types": tfds.features.Sequence(tfds.features.Text()),
+                    "claims": tfds.features.Sequence(
+                        {
+                            "id": tfds.features.Text(doc="<csv stem>:<index column>"),
+                            "caption": tfds.features.Text(),
+                            "claim": tfds.features.Text(),
+                            "label": tfds.features.ClassLabel(names=LABELS),
+                            "label_raw": tfds.features.Text(),
+                            "explanation": tfds.features.Text(),
+                            "reasoning_types": tfds.features.Text(doc="A JSON list of names."),
+                        }
+                    ),
                 }
             ),
             supervised_keys=None,
@@ -130,7 +151,7 @@ class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
             seen.add(item.index)
             by_image[item.chart_img].append(item)
         # Claims share images (train: 7,607 claims, 1,532 images): decode each image once.
-        num_examples = 0
+        num_claims = 0
         for chart_img, claims in by_image.items():
             try:
                 image, image_file = self._load_image(chart_img, claims[0])
@@ -138,26 +159,32 @@ class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
                 for _ in claims:
                     self.skip_ledger.handle(split, e)
                 continue
-            for rec in claims:
-                key = f"{csv_stem}:{rec.index}"
-                num_examples += 1
-                yield (
-                    key,
-                    {
-                        "id": key,
-                        "image": image,
-                        "image_url": rec.chart_img,
-                        "image_file": image_file,
-                        "caption": rec.caption,
-                        "claim": rec.claim,
-                        "label": rec.label,
-                        "label_raw": rec.label_raw,
-                        "explanation": rec.explanation,
-                        "chart_type": self._chart_types.lookup(rec.chart_img),
-                        "reasoning_types": self._reasoning.lookup(split, rec.chart_img, rec.claim),
-                    },
-                )
-        self.skip_ledger.end_split(split, num_examples)
+            num_claims += len(claims)
+            yield (
+                chart_img,
+                {
+                    "id": chart_img,
+                    "image": image,
+                    "image_url": chart_img,
+                    "image_file": image_file,
+                    "chart_type": self._chart_types.lookup(chart_img),
+                    "claims": [
+                        {
+                            "id": f"{csv_stem}:{rec.index}",
+                            "caption": rec.caption,
+                            "claim": rec.claim,
+                            "label": rec.label,
+                            "label_raw": rec.label_raw,
+                            "explanation": rec.explanation,
+                            "reasoning_types": json.dumps(
+                                self._reasoning.lookup(split, chart_img, rec.claim)
+                            ),
+                        }
+                        for rec in claims
+                    ],
+                },
+            )
+        self.skip_ledger.end_split(split, num_claims)
 
     def _load_image(self, chart_img: str, rec: records.ClaimRecord) -> tuple[bytes, str]:
         referenced_by = f"{os.path.basename(rec.source)} row {rec.row}"

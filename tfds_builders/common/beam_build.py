@@ -23,12 +23,14 @@ control plane, not the data plane) with what tfds wrote, and fails the build whe
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import tensorflow_datasets as tfds
 from absl import logging
+from tensorflow_datasets.core import file_adapters
 
 # Experiment that turns on time-based flushing of the SDK workers' outputs (Beam's
 # sdk_worker_main reads it): the same race, in the worker-to-runner direction.
@@ -139,3 +141,41 @@ def check_no_examples_lost(
             "plane dropped data between stages; see tfds_builders/common/beam_build.py. "
             "Rebuild without Beam, or with direct_running_mode=in_memory."
         )
+
+
+def with_runner(download_config: tfds.download.DownloadConfig | None):
+    """The config with a Beam runner when it has Beam options alone.
+
+    `tfds build --beam_pipeline_options=...` gives options and no runner, and tfds 4.9.10's
+    shard-based builders run on Beam only when given a runner: the options' own `runner` (or
+    the DirectRunner) is named, as `beam.Pipeline` would pick it from the options.
+    """
+    if (
+        download_config is None
+        or download_config.beam_runner is not None
+        or download_config.beam_options is None
+    ):
+        return download_config
+    beam = tfds.core.lazy_imports.apache_beam
+    standard = download_config.beam_options.view_as(beam.options.pipeline_options.StandardOptions)
+    return dataclasses.replace(download_config, beam_runner=standard.runner or "DirectRunner")
+
+
+def check_shards(dataset: str, splits: Mapping[str, Any], file_format) -> None:
+    """Fails when a shard file holds another number of records than the split info says.
+
+    A shard-based build's lengths travel back from the workers; the files are the truth.
+    """
+    wrong = []
+    for name, split in splits.items():
+        adapter = file_adapters.ADAPTER_FOR_FORMAT[file_format]
+        paths = split.filepaths
+        if len(paths) != len(split.shard_lengths):
+            wrong.append(f"{name}: {len(paths)} shard files, {len(split.shard_lengths)} lengths")
+            continue
+        for path, length in zip(paths, split.shard_lengths):
+            found = adapter.num_examples(path)
+            if found != length:
+                wrong.append(f"{path}: holds {found} records, the split info says {length}")
+    if wrong:
+        raise BeamExamplesLostError(f"{dataset}: the build's shards disagree: {'; '.join(wrong)}")

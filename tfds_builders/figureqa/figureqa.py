@@ -1,23 +1,35 @@
-"""FigureQA as TFDS: one example per question, read from the official release layout.
+"""FigureQA as TFDS: one example per figure, read from the official release layout.
 
 `manual_dir` is the folder the user unpacked (DESIGN.md §8): it holds the split folders
 (`train1/`, `validation1/`, ...), each with `png/<image_index>.png`, `qa_pairs.json` and, except
 in the `no_annot_*` test splits, `annotations.json` (formats: corpora.md §4). The same layout is
 written by `chartjax-synth figureqa`.
 
-Per-image work lives in the pure function `image_examples`. When the build is given Beam options
-(`tfds build ... --beam_pipeline_options=...`), `_generate_examples` returns a Beam transform
-that parses each split's JSON in a worker, reshuffles the per-image groups and maps
-`image_examples` over them; otherwise it stays a plain generator. Both give the same examples.
-Beam builds run with `common.beam_build`'s guards: Beam 2.77's local FnApiRunner can drop data
-between stages, which is switched off, and the written count is checked against the workers'.
+An example is one figure: its PNG and its annotation once, and its questions as a `Sequence`
+(question, template id, answer, colours, and the question's position in `qa_pairs.json`), the
+layout of TFDS's own `clevr`. One example per question stored the PNG and the annotation with
+each of a figure's ~13 questions (17.6x the release's PNG bytes). Question ids stay
+`<image_index>/<question_index>` (DESIGN.md §8); chartjax/data/tfds_records.py expands a figure
+into its questions for every reader.
+
+The build streams: the split's JSON is read an item at a time (ijson) and spilled into one small
+file per shard (figures by `image_index % num_shards`, about FIGURES_PER_SHARD each), then each
+shard is written from its own spill file (`tfds.core.ShardBasedBuilder`). Memory is a shard's
+worth whatever the split's size, in a plain build and in a Beam build alike; under Beam each
+shard is one worker's task and no example crosses a stage (TFDS's generator-based Beam writer
+groups every serialized example by shard first, which the local runner holds in memory: 3 GB
++ 6.4x the output in the 1.0.0 build, issue 24). The spill files live in the build's temporary
+folder and are removed with it.
 """
 
 from __future__ import annotations
 
+import collections
 import importlib
 import io
 import json
+import math
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -26,7 +38,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 from PIL import Image
 
-from tfds_builders.common import beam_build
+from tfds_builders.common import beam_build, input_fingerprint, json_stream, record_format
 
 # Release split folders, in release order; a build makes the ones present in manual_dir.
 SPLIT_NAMES = (
@@ -41,6 +53,10 @@ FIGURE_TYPES = ("vbar_categorical", "hbar_categorical", "pie", "line", "dot_line
 UNKNOWN_FIGURE_TYPE = "unknown"
 NO_ANSWER = -1
 NUM_QUESTION_TEMPLATES = 15
+# Figures per shard: a shard's spill file, its examples (~32 KB each) and its writer's buffer are
+# what one build process (or Beam worker) holds at once.
+FIGURES_PER_SHARD = 1000
+MAX_SHARDS = 512  # open spill files while a split's JSON is read
 # Keys every qa pair must carry; `answer` is added for splits that are not `no_annot_*`.
 QA_KEYS = (
     "image_index",
@@ -62,7 +78,8 @@ _ANNOTATION_KEY_ALIASES = {
 
 _DESCRIPTION = """\
 FigureQA (Kahou et al., 2017): synthetic scientific-style figures (vertical and horizontal bar,
-pie, line, dot-line) with yes/no questions from 15 templates. One example per question.
+pie, line, dot-line) with yes/no questions from 15 templates. One example per figure, its
+questions as a sequence.
 """
 _CITATION = """\
 @article{kahou2017figureqa,
@@ -75,11 +92,22 @@ _CITATION = """\
 """
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(
+    input_fingerprint.InputFingerprintMixin,
+    record_format.ArrayRecordDefault,
+    tfds.core.ShardBasedBuilder,
+):
     """FigureQA from the official release layout (or the chartjax generator's output)."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES = {"1.0.0": "Initial release: one example per question."}
+    VERSION = tfds.core.Version("2.0.0")
+    RELEASE_NOTES = {
+        "1.0.0": "Initial release: one example per question.",
+        "2.0.0": (
+            "One example per figure: the image and the annotation once, the questions as a "
+            "sequence (ids, splits and values unchanged); array_record files; the split JSON "
+            "streamed and the build written shard by shard in bounded memory."
+        ),
+    }
     MANUAL_DOWNLOAD_INSTRUCTIONS = """\
     Download the FigureQA tarballs (Microsoft Research Open Data License; redistribution is not
     allowed) and unpack them into one folder, or generate a look-alike corpus with
@@ -90,29 +118,30 @@ class Builder(tfds.core.GeneratorBasedBuilder):
 
     def _info(self) -> tfds.core.DatasetInfo:
         rgb = tfds.features.Tensor(shape=(3,), dtype=np.int32)
+        question = {
+            "id": tfds.features.Text(doc="<image_index>/<question_index>"),
+            "question_index": tfds.features.Scalar(
+                dtype=np.int32, doc="Position of the pair in the split's qa_pairs.json."
+            ),
+            "question": tfds.features.Text(),
+            "question_id": tfds.features.Scalar(dtype=np.int32, doc="Question template, 0-14."),
+            "answer": tfds.features.Scalar(
+                dtype=np.int32, doc="1 yes, 0 no, -1 where the split has no answers."
+            ),
+            "color1_name": tfds.features.Text(),
+            "color1_id": np.int32,
+            "color1_rgb": rgb,
+            "color2_name": tfds.features.Text(doc="'--None--' for one-colour questions."),
+            "color2_id": np.int32,
+            "color2_rgb": rgb,
+        }
         return self.dataset_info_from_configs(
             description=_DESCRIPTION,
             features=tfds.features.FeaturesDict(
                 {
-                    "id": tfds.features.Text(doc="<image_index>/<question_index>"),
+                    "id": tfds.features.Text(doc="<image_index>"),
                     "image": tfds.features.Image(shape=(None, None, 3), encoding_format="png"),
                     "image_index": np.int32,
-                    "question_index": tfds.features.Scalar(
-                        dtype=np.int32, doc="Position of the pair in the split's qa_pairs.json."
-                    ),
-                    "question": tfds.features.Text(),
-                    "question_id": tfds.features.Scalar(
-                        dtype=np.int32, doc="Question template, 0-14."
-                    ),
-                    "answer": tfds.features.Scalar(
-                        dtype=np.int32, doc="1 yes, 0 no, -1 where the split has no answers."
-                    ),
-                    "color1_name": tfds.features.Text(),
-                    "color1_id": np.int32,
-                    "color1_rgb": rgb,
-                    "color2_name": tfds.features.Text(doc="'--None--' for one-colour questions."),
-                    "color2_id": np.int32,
-                    "color2_rgb": rgb,
                     "figure_type": tfds.features.Text(
                         doc=f"One of {', '.join(FIGURE_TYPES)}, or 'unknown' without annotations."
                     ),
@@ -123,6 +152,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                             "box itself, gridlines are x_gridlines/y_gridlines. '' when absent."
                         )
                     ),
+                    "questions": tfds.features.Sequence(question),
                 }
             ),
             supervised_keys=None,
@@ -130,7 +160,20 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             citation=_CITATION,
         )
 
-    def _split_generators(self, dl_manager: tfds.download.DownloadManager):
+    def _download_and_prepare(self, dl_manager, download_config=None):
+        # tfds 4.9.10 runs shards on Beam only when given a runner: `tfds build
+        # --beam_pipeline_options=...` gives options alone, so the runner they name is taken.
+        download_config = beam_build.with_runner(download_config)
+        self._use_beam = beam_build.prepare_beam_build(download_config)
+        self._spill_root = epath.Path(self.data_dir) / "_spill"
+        try:
+            super()._download_and_prepare(dl_manager, download_config=download_config)
+        finally:
+            if self._spill_root.exists():
+                shutil.rmtree(self._spill_root, ignore_errors=True)
+        beam_build.check_shards(self.name, self.info.splits, self.info.file_format)
+
+    def _shard_iterators_per_split(self, dl_manager):
         root = epath.Path(dl_manager.manual_dir)
         present = [name for name in SPLIT_NAMES if (root / name).is_dir()]
         if not present:
@@ -139,113 +182,115 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                 f"No FigureQA split folder in manual_dir {root}: expected one or more of "
                 f"{', '.join(SPLIT_NAMES)}; found {found}."
             )
-        return {name: self._generate_examples(root / name) for name in present}
+        # The shard functions are taken from the installed module: `tfds build <folder>`
+        # imports this file as `figureqa.figureqa`, which Beam's worker processes cannot import.
+        mod = importlib.import_module(_MODULE)
+        return {name: mod.plan_shards(root / name, self._spill_root / name) for name in present}
 
-    def _download_and_prepare(self, dl_manager, download_config=None):
-        # tfds 4.9.10 hands the Beam runner/options only to its split writer: note here whether
-        # the build has any, so that `_generate_examples` can choose Beam. Beam builds get a
-        # lossless local data plane, and their written counts are checked against the workers'.
-        self._use_beam = beam_build.prepare_beam_build(download_config)
-        self._beam_counts = None
-        super()._download_and_prepare(dl_manager, download_config=download_config)
-        if self._use_beam:
-            beam_build.check_no_examples_lost(self.name, self.info.splits, self._beam_counts)
-
-    def _process_pipeline_result(self, pipeline_result) -> None:
-        self._beam_counts = beam_build.example_counts(pipeline_result, _BEAM_NAMESPACE)
-
-    def _generate_examples(self, split_dir: epath.Path):
-        """(id, example) pairs as a generator, or as a Beam transform when the build uses Beam."""
-        if getattr(self, "_use_beam", False):
-            return beam_examples(split_dir)
-        return _iter_examples(split_dir)
-
-
-def _iter_examples(split_dir: epath.Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Parses the split's JSON once (when first iterated), then works image by image."""
-    for group in split_image_groups(split_dir):
-        yield from image_examples(split_dir, *group)
-
-
-# ---------------------------------------------------------------------------------------------
-# Apache Beam
-# ---------------------------------------------------------------------------------------------
 
 _MODULE = "tfds_builders.figureqa.figureqa"
-_BEAM_NAMESPACE = "figureqa"
 
 
-def beam_examples(split_dir: epath.Path):
-    """A Beam transform () -> (id, example) for one split, the same pairs as `_iter_examples`.
+# ---------------------------------------------------------------------------------------------
+# Shards: the split's JSON spilled per shard (streamed), then one shard's figures at a time.
+# ---------------------------------------------------------------------------------------------
 
-    The split's JSON is parsed in a worker (not pickled into the pipeline graph); the per-image
-    groups are reshuffled so that several workers share the image decoding.
+
+def plan_shards(
+    split_dir: epath.Path, spill_dir: epath.Path, figures_per_shard: int = FIGURES_PER_SHARD
+) -> list[ShardExamples]:
+    """Streams a split's JSON into per-shard spill files; one `ShardExamples` per shard.
+
+    Every qa pair and annotation entry is checked here, as it is read, so errors in the JSON
+    stop the build before any shard is written.
     """
-    beam = tfds.core.lazy_imports.apache_beam
-    # `tfds build <folder>` imports this file as `figureqa.figureqa` (its parent folder put on
-    # sys.path), a name that separate Beam worker processes cannot import. The functions handed
-    # to Beam are therefore taken from the installed module, which workers can import.
-    mod = importlib.import_module(_MODULE)
     split = split_dir.name
-    return (
-        f"Create_{split}" >> beam.Create([split_dir])
-        | f"GroupByImage_{split}" >> beam.FlatMap(mod.split_image_groups)
-        | f"Reshuffle_{split}" >> beam.Reshuffle()
-        | f"Examples_{split}" >> beam.FlatMap(mod.beam_image_examples, split_dir)
+    png_dir = split_dir / "png"
+    num_png = (
+        sum(1 for p in png_dir.iterdir() if p.name.endswith(".png")) if png_dir.is_dir() else 0
     )
-
-
-def beam_image_examples(group, split_dir: epath.Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """`image_examples` in a Beam worker, counted (`examples:<split>`) for the loss check."""
-    beam = tfds.core.lazy_imports.apache_beam
-    counter = beam.metrics.Metrics.counter(_BEAM_NAMESPACE, f"examples:{split_dir.name}")
-    for key_example in image_examples(split_dir, *group):
-        counter.inc()
-        yield key_example
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading a split: pure functions of paths and parsed JSON (picklable for Beam).
-# ---------------------------------------------------------------------------------------------
-
-
-def split_image_groups(
-    split_dir: epath.Path,
-) -> list[tuple[int, list[tuple[int, dict[str, Any]]], dict[str, Any] | None]]:
-    """Parses a split's JSON files and groups the questions by image.
-
-    Returns:
-        One `(image_index, [(question_index, qa_row), ...], annotation or None)` per image, in
-        order of first appearance in qa_pairs.json.
-    """
-    split = split_dir.name
-    rows = read_qa_pairs(split_dir / "qa_pairs.json", split)
+    num_shards = max(1, min(MAX_SHARDS, math.ceil(num_png / figures_per_shard)))
+    spill_dir.mkdir(parents=True, exist_ok=True)
     ann_path = split_dir / "annotations.json"
-    annotations = read_annotations(ann_path) if ann_path.exists() else None
-    groups: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-    for question_index, row in enumerate(rows):
-        groups.setdefault(row["image_index"], []).append((question_index, row))
-    out = []
-    for image_index, qa in groups.items():
-        annotation = None
-        if annotations is not None:
-            if image_index not in annotations:
-                raise ValueError(
-                    f"{ann_path}: no entry for image_index {image_index} "
-                    f"(used by qa pair {qa[0][0]} in qa_pairs.json)"
-                )
-            annotation = annotations[image_index]
-        out.append((image_index, qa, annotation))
-    return out
+    has_annotations = ann_path.exists()
+    shards = [ShardExamples(split_dir, spill_dir, s, has_annotations) for s in range(num_shards)]
+    files = [s.qa_path.open("w") for s in shards]
+    try:
+        for pos, row in enumerate(qa_rows(split_dir / "qa_pairs.json", split)):
+            files[row["image_index"] % num_shards].write(json.dumps([pos, row]) + "\n")
+    finally:
+        for f in files:
+            f.close()
+    if has_annotations:
+        files = [s.annotation_path.open("w") for s in shards]
+        try:
+            seen: set[int] = set()
+            for entry in annotation_entries(ann_path):
+                if entry["image_index"] in seen:
+                    raise ValueError(
+                        f"{ann_path}: entry {len(seen)}: duplicate image_index "
+                        f"{entry['image_index']}"
+                    )
+                seen.add(entry["image_index"])
+                files[entry["image_index"] % num_shards].write(json.dumps(entry) + "\n")
+        finally:
+            for f in files:
+                f.close()
+    return shards
 
 
-def image_examples(
+class ShardExamples:
+    """One shard's `(key, example)` pairs, from its spill files (a picklable Beam task)."""
+
+    def __init__(self, split_dir, spill_dir, index: int, has_annotations: bool):
+        self.split_dir, self.index = epath.Path(split_dir), index
+        self.has_annotations = has_annotations
+        self.qa_path = epath.Path(spill_dir) / f"qa-{index:05d}.jsonl"
+        self.annotation_path = epath.Path(spill_dir) / f"annotations-{index:05d}.jsonl"
+
+    def groups(self) -> list[tuple[int, list[tuple[int, dict]], dict | None]]:
+        """`(image_index, [(question_index, qa_row), ...], annotation or None)` per figure."""
+        by_image: dict[int, list[tuple[int, dict]]] = collections.defaultdict(list)
+        with self.qa_path.open() as f:
+            for line in f:
+                pos, row = json.loads(line)
+                by_image[row["image_index"]].append((pos, row))
+        annotations = None
+        if self.has_annotations:
+            with self.annotation_path.open() as f:
+                annotations = {e["image_index"]: e for e in map(json.loads, f)}
+        out = []
+        for image_index in sorted(by_image):
+            qa = by_image[image_index]
+            annotation = None
+            if annotations is not None:
+                if image_index not in annotations:
+                    raise ValueError(
+                        f"{self.split_dir / 'annotations.json'}: no entry for image_index "
+                        f"{image_index} (used by qa pair {qa[0][0]} in qa_pairs.json)"
+                    )
+                annotation = annotations[image_index]
+            out.append((image_index, qa, annotation))
+        return out
+
+    def __call__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for group in self.groups():
+            yield figure_example(self.split_dir, *group)
+
+
+def split_image_groups(split_dir: epath.Path, spill_dir: epath.Path):
+    """Every figure group of a split, in image order (small splits: tests and tools)."""
+    groups = [g for shard in plan_shards(split_dir, spill_dir) for g in shard.groups()]
+    return sorted(groups, key=lambda g: g[0])
+
+
+def figure_example(
     split_dir: epath.Path,
     image_index: int,
     qa: Sequence[tuple[int, Mapping[str, Any]]],
     annotation: Mapping[str, Any] | None,
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """All examples of one image; its PNG is read (and flattened to RGB) once for all questions."""
+) -> tuple[str, dict[str, Any]]:
+    """One figure's example: its PNG (flattened to RGB), annotation and questions."""
     image_path = split_dir / "png" / f"{image_index}.png"
     image = read_rgb_png(image_path, referenced_by=f"qa pair {qa[0][0]}")
     if annotation is None:
@@ -253,28 +298,31 @@ def image_examples(
     else:
         figure_type = annotation["type"]
         annotation_json = json.dumps(annotation, separators=(",", ":"), sort_keys=True)
-    for question_index, row in qa:
-        key = f"{image_index}/{question_index}"
-        yield (
-            key,
-            {
-                "id": key,
-                "image": image,
-                "image_index": image_index,
-                "question_index": question_index,
-                "question": row["question_string"],
-                "question_id": row["question_id"],
-                "answer": row.get("answer", NO_ANSWER),
-                "color1_name": row["color1_name"],
-                "color1_id": row["color1_id"],
-                "color1_rgb": np.asarray(row["color1_rgb"], dtype=np.int32),
-                "color2_name": row["color2_name"],
-                "color2_id": row["color2_id"],
-                "color2_rgb": np.asarray(row["color2_rgb"], dtype=np.int32),
-                "figure_type": figure_type,
-                "annotation": annotation_json,
-            },
-        )
+    questions = [
+        {
+            "id": f"{image_index}/{question_index}",
+            "question_index": question_index,
+            "question": row["question_string"],
+            "question_id": row["question_id"],
+            "answer": row.get("answer", NO_ANSWER),
+            "color1_name": row["color1_name"],
+            "color1_id": row["color1_id"],
+            "color1_rgb": np.asarray(row["color1_rgb"], dtype=np.int32),
+            "color2_name": row["color2_name"],
+            "color2_id": row["color2_id"],
+            "color2_rgb": np.asarray(row["color2_rgb"], dtype=np.int32),
+        }
+        for question_index, row in qa
+    ]
+    key = str(image_index)
+    return key, {
+        "id": key,
+        "image": image,
+        "image_index": image_index,
+        "figure_type": figure_type,
+        "annotation": annotation_json,
+        "questions": questions,
+    }
 
 
 def read_json(path: epath.Path) -> Any:
@@ -289,39 +337,40 @@ def read_json(path: epath.Path) -> Any:
         raise ValueError(f"{path}: malformed JSON: {e}") from e
 
 
-def read_qa_pairs(path: epath.Path, split: str) -> list[dict[str, Any]]:
-    """Reads and validates `qa_pairs.json`; every problem names the split, position and key."""
-    data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("qa_pairs"), list):
-        raise ValueError(f"{path}: expected an object with a 'qa_pairs' list")
+def qa_rows(path: epath.Path, split: str) -> Iterator[dict[str, Any]]:
+    """The rows of `qa_pairs.json`, streamed and checked; problems name the split, position
+    and key."""
     # The test splits were released without answers (corpora.md §4.4); elsewhere they are required.
     required = QA_KEYS if split.startswith("no_annot") else (*QA_KEYS, "answer")
-    rows = data["qa_pairs"]
-    for pos, row in enumerate(rows):
-        where = f"{path}: split {split}, qa pair {pos}"
-        if not isinstance(row, dict):
-            raise ValueError(f"{where}: expected an object, got {type(row).__name__}")
-        for key in required:
-            if key not in row:
-                raise ValueError(f"{where}: missing key '{key}'")
-        _check_int(row, "image_index", where, lo=0)
-        _check_int(row, "question_id", where, lo=0, hi=NUM_QUESTION_TEMPLATES - 1)
-        if "answer" in row:
-            _check_int(row, "answer", where, lo=0, hi=1)
-        _check_int(row, "color1_id", where, lo=-1)
-        _check_int(row, "color2_id", where, lo=-1)
-        for key in ("question_string", "color1_name", "color2_name"):
-            if not isinstance(row[key], str):
-                raise ValueError(f"{where}: key '{key}' must be a string, got {row[key]!r}")
-        for key in ("color1_rgb", "color2_rgb"):
-            value = row[key]
-            if not (
-                isinstance(value, list)
-                and len(value) == 3
-                and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-            ):
-                raise ValueError(f"{where}: key '{key}' must be 3 integers, got {value!r}")
-    return rows
+    items = json_stream.array_items(path, "qa_pairs.item", "an object with a 'qa_pairs' list")
+    for pos, row in enumerate(items):
+        check_qa_row(row, f"{path}: split {split}, qa pair {pos}", required)
+        yield row
+
+
+def check_qa_row(row: Any, where: str, required: Sequence[str]) -> None:
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected an object, got {type(row).__name__}")
+    for key in required:
+        if key not in row:
+            raise ValueError(f"{where}: missing key '{key}'")
+    _check_int(row, "image_index", where, lo=0)
+    _check_int(row, "question_id", where, lo=0, hi=NUM_QUESTION_TEMPLATES - 1)
+    if "answer" in row:
+        _check_int(row, "answer", where, lo=0, hi=1)
+    _check_int(row, "color1_id", where, lo=-1)
+    _check_int(row, "color2_id", where, lo=-1)
+    for key in ("question_string", "color1_name", "color2_name"):
+        if not isinstance(row[key], str):
+            raise ValueError(f"{where}: key '{key}' must be a string, got {row[key]!r}")
+    for key in ("color1_rgb", "color2_rgb"):
+        value = row[key]
+        if not (
+            isinstance(value, list)
+            and len(value) == 3
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            raise ValueError(f"{where}: key '{key}' must be 3 integers, got {value!r}")
 
 
 def _check_int(row: Mapping[str, Any], key: str, where: str, lo: int, hi: int | None = None):
@@ -336,13 +385,12 @@ def _check_int(row: Mapping[str, Any], key: str, where: str, lo: int, hi: int | 
         raise ValueError(f"{where}: key '{key}' must be an integer {bounds}, got {value!r}")
 
 
-def read_annotations(path: epath.Path) -> dict[int, dict[str, Any]]:
-    """Reads `annotations.json` (a list, one entry per image) keyed by image_index, normalized."""
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a list of per-image objects")
-    out: dict[int, dict[str, Any]] = {}
-    for pos, entry in enumerate(data):
+def annotation_entries(path: epath.Path) -> Iterator[dict[str, Any]]:
+    """The entries of `annotations.json` (a list, one per image), streamed, checked and
+    normalized."""
+    for pos, entry in enumerate(
+        json_stream.array_items(path, "item", "a list of per-image objects")
+    ):
         where = f"{path}: entry {pos}"
         if not isinstance(entry, dict):
             raise ValueError(f"{where}: expected an object, got {type(entry).__name__}")
@@ -354,10 +402,7 @@ def read_annotations(path: epath.Path) -> dict[int, dict[str, Any]]:
             raise ValueError(
                 f"{where}: unknown figure type {entry['type']!r}; expected one of {FIGURE_TYPES}"
             )
-        if entry["image_index"] in out:
-            raise ValueError(f"{where}: duplicate image_index {entry['image_index']}")
-        out[entry["image_index"]] = normalize_annotation(entry, where)
-    return out
+        yield normalize_annotation(entry, where)
 
 
 def normalize_annotation(entry: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -18,10 +18,11 @@ import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
+from chartjax.data import tfds_records
 from tfds_builders.figureqa import figureqa
 
 DUMMY = Path(__file__).parent / "dummy_data"
-SPLITS = {"train1": 5, "validation1": 2, "no_annot_test1": 3}
+SPLITS = {"train1": 2, "validation1": 1, "no_annot_test1": 2}  # figures (records)
 
 
 class FigureqaBuilderTest(tfds.testing.DatasetBuilderTestCase):
@@ -30,6 +31,12 @@ class FigureqaBuilderTest(tfds.testing.DatasetBuilderTestCase):
     DATASET_CLASS = figureqa.Builder
     SPLITS = SPLITS
     SKIP_CHECKSUMS = True  # manual_dir only, nothing downloaded
+
+    def _make_builder(self, config=None):
+        # TFDS's checks read with as_dataset, which array_record (the default) cannot serve.
+        return self.dataset_class(
+            data_dir=self.tmp_dir, config=config, version=self.VERSION, file_format="tfrecord"
+        )
 
 
 def _build(manual_dir: Path, data_dir: Path) -> tfds.core.DatasetBuilder:
@@ -48,7 +55,7 @@ def examples(tmp_path_factory) -> dict[str, dict[str, dict]]:
     builder = _build(DUMMY, tmp_path_factory.mktemp("figureqa_data"))
     out = {}
     for split in SPLITS:
-        rows = tfds.as_numpy(builder.as_dataset(split=split))
+        rows = tfds_records.split_examples(str(builder.data_path), split, skip_decoding=())
         out[split] = {ex["id"].decode(): ex for ex in rows}
     return out
 
@@ -190,7 +197,7 @@ def test_malformed_json_names_the_file(release, tmp_path):
 def test_malformed_annotations_name_the_file(release):
     (release / "train1/annotations.json").write_text("[{]")
     with pytest.raises(ValueError, match=r"train1/annotations\.json: malformed JSON"):
-        figureqa.split_image_groups(release / "train1")
+        figureqa.split_image_groups(release / "train1", release / "spill")
 
 
 def test_missing_key_names_split_position_and_key(release, tmp_path):
@@ -202,7 +209,7 @@ def test_missing_key_names_split_position_and_key(release, tmp_path):
 def test_answer_required_outside_no_annot(release):
     _edit_qa(release, lambda rows: rows[4].pop("answer"))
     with pytest.raises(ValueError, match=r"split train1, qa pair 4: missing key 'answer'"):
-        figureqa.split_image_groups(release / "train1")
+        figureqa.split_image_groups(release / "train1", release / "spill")
 
 
 @pytest.mark.parametrize(
@@ -212,14 +219,14 @@ def test_answer_required_outside_no_annot(release):
 def test_bad_values_are_rejected(release, key, value):
     _edit_qa(release, lambda rows: rows[1].__setitem__(key, value))
     with pytest.raises(ValueError, match=rf"split train1, qa pair 1: key '{key}'"):
-        figureqa.split_image_groups(release / "train1")
+        figureqa.split_image_groups(release / "train1", release / "spill")
 
 
 def test_missing_annotation_entry(release):
     path = release / "train1/annotations.json"
     path.write_text(json.dumps([e for e in json.loads(path.read_text()) if e["image_index"] != 1]))
     with pytest.raises(ValueError, match=r"annotations\.json: no entry for image_index 1"):
-        figureqa.split_image_groups(release / "train1")
+        figureqa.split_image_groups(release / "train1", release / "spill")
 
 
 def test_unknown_figure_type(release):
@@ -228,14 +235,14 @@ def test_unknown_figure_type(release):
     entries[0]["type"] = "scatter"
     path.write_text(json.dumps(entries))
     with pytest.raises(ValueError, match=r"annotations\.json: entry 0: unknown figure type"):
-        figureqa.split_image_groups(release / "train1")
+        figureqa.split_image_groups(release / "train1", release / "spill")
 
 
 def test_corrupt_png_names_the_file(release):
     (release / "train1/png/0.png").write_bytes(b"not a png")
-    image_index, qa, annotation = figureqa.split_image_groups(release / "train1")[0]
+    image_index, qa, annotation = figureqa.split_image_groups(release / "train1", release / "s")[0]
     with pytest.raises(ValueError, match=r"train1/png/0\.png: cannot decode image"):
-        list(figureqa.image_examples(release / "train1", image_index, qa, annotation))
+        figureqa.figure_example(release / "train1", image_index, qa, annotation)
 
 
 def test_no_split_folder(tmp_path):
@@ -292,10 +299,13 @@ def test_opaque_rgba_keeps_colours(tmp_path):
     assert np.all(_pixels(figureqa.read_rgb_png(tmp_path / "opaque.png")) == [10, 20, 30])
 
 
-def test_per_image_work_is_picklable():
-    """What a Beam pipeline would ship to workers: the image groups and the pure function."""
+def test_shards_are_picklable_beam_tasks(tmp_path):
+    """What a Beam pipeline ships to workers: one shard's example function, from spill files."""
     split = DUMMY / "train1"
-    groups = figureqa.split_image_groups(split)
+    shards = figureqa.plan_shards(split, tmp_path, figures_per_shard=1)
+    assert len(shards) == 2  # two PNGs, one figure per shard: image_index % 2
+    shipped = pickle.loads(pickle.dumps(shards))
+    got = {key: [q["id"] for q in ex["questions"]] for shard in shipped for key, ex in shard()}
+    assert got == {"0": ["0/0", "0/1", "0/2"], "1": ["1/3", "1/4"]}
+    groups = figureqa.split_image_groups(split, tmp_path / "again")
     assert [(i, [q for q, _ in qa]) for i, qa, _ in groups] == [(0, [0, 1, 2]), (1, [3, 4])]
-    fn, shipped = pickle.loads(pickle.dumps((figureqa.image_examples, groups[1])))
-    assert [key for key, _ in fn(split, *shipped)] == ["1/3", "1/4"]

@@ -11,6 +11,7 @@ code (`download_config.beam_options`).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ import pytest
 import tensorflow_datasets as tfds
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
+from chartjax.data import tfds_records
 from tfds_builders.chart_info import chart_info
 from tfds_builders.common import beam_build
 from tfds_builders.common.bad_input import read_skip_report
@@ -58,7 +60,10 @@ def _build(builder_cls, manual_dir, data_dir, use_beam: bool, beam_args=_TWO_THR
 
 
 def _examples(builder, split: str) -> dict[str, dict]:
-    return {ex["id"].decode(): ex for ex in tfds.as_numpy(builder.as_dataset(split=split))}
+    return {
+        ex["id"].decode(): ex
+        for ex in tfds_records.split_examples(str(builder.data_path), split, skip_decoding=())
+    }
 
 
 def _assert_same(a, b, where: str) -> None:
@@ -92,6 +97,7 @@ def test_figureqa_beam_matches_generator(tmp_path):
     # A few features by value, so that equal-but-empty results cannot pass.
     ex = _examples(beamed, "train1")["1/4"]
     assert ex["image_index"] == 1 and ex["question_index"] == 4
+    assert beamed.info.splits["train1"].num_examples == 2  # figures: one record each
     assert ex["figure_type"].decode() in figureqa.FIGURE_TYPES
     assert ex["image"].ndim == 3 and ex["image"].shape[2] == 3
     assert _examples(beamed, "no_annot_test1")["1/2"]["answer"] == -1
@@ -180,8 +186,12 @@ def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
             cls = tfds.core.community.builder_cls_from_module(f"{name}.{name}")
             assert cls.__module__ == f"{name}.{name}"  # the CLI's module name, as in the CLI
         fqa_mod, ci_mod = (sys.modules[f"{n}.{n}"] for n in names)
+        # The figureqa builder hands Beam its shard tasks, taken from the installed module.
+        shards = importlib.import_module(fqa_mod._MODULE).plan_shards(
+            FIGUREQA_DUMMY / "train1", tmp_path / "spill"
+        )
+        assert type(shards[0]).__module__ == "tfds_builders.figureqa.figureqa"
         pipeline = beam.Pipeline()  # built, never run
-        _ = pipeline | "fqa" >> fqa_mod.beam_examples(FIGUREQA_DUMMY / "train1")
         _ = pipeline | "ci" >> ci_mod.beam_examples(
             "train",
             str(CHART_INFO_DUMMY / "synthetic_2019"),
@@ -197,12 +207,14 @@ def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
         for name in [m for m in sys.modules if m.split(".")[0] in names]:
             del sys.modules[name]
     fn_names = {getattr(getattr(fn, "_fn", None), "__name__", "") for fn, _, _ in visitor.shipped}
-    assert {"split_image_groups", "beam_image_examples", "beam_chart", "write_json"} <= fn_names
-    proc = subprocess.run(
-        [sys.executable, "-c", _UNPICKLE], input=blob, capture_output=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-    assert proc.stdout.decode().strip() == "ok"
+    assert {"beam_chart", "write_json"} <= fn_names
+    blob_shards = beam.internal.pickler.dumps(shards)
+    for payload in (blob, blob_shards):
+        proc = subprocess.run(
+            [sys.executable, "-c", _UNPICKLE], input=payload, capture_output=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+        assert proc.stdout.decode().strip() == "ok"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,22 +295,19 @@ def test_check_no_examples_lost_names_each_split():
     assert "validation1" not in str(err.value)
 
 
-def test_figureqa_beam_build_fails_when_examples_go_missing(tmp_path, monkeypatch):
-    """An example dropped after the workers counted it (as the runner did) fails the build."""
-    original = figureqa.beam_examples
+def test_figureqa_shard_lengths_are_checked_against_the_files(tmp_path, monkeypatch):
+    """A shard length that disagrees with its file (lost on the way back from a worker) fails
+    the build, and nothing is left as built."""
+    original = beam_build.check_shards
 
-    def lossy(split_dir):
-        return original(split_dir) | f"Drop_{split_dir.name}" >> beam.Filter(
-            lambda kv: kv[0] != "1/4"
-        )
+    def with_wrong_length(dataset, splits, file_format):
+        splits["train1"].shard_lengths[0] += 1
+        return original(dataset, splits, file_format)
 
-    monkeypatch.setattr(figureqa, "beam_examples", lossy)
-    with pytest.raises(
-        beam_build.BeamExamplesLostError, match=r"train1: workers produced 5, tfds wrote 4"
-    ):
-        # in_memory: one in-process worker, so the patched transform is the one that runs.
+    monkeypatch.setattr(beam_build, "check_shards", with_wrong_length)
+    with pytest.raises(beam_build.BeamExamplesLostError, match=r"holds 2 records.*says 3"):
         _build(figureqa.Builder, FIGUREQA_DUMMY, tmp_path / "beam", True, beam_args=())
-    assert not list((tmp_path / "beam").rglob("dataset_info.json"))  # nothing left as built
+    assert not list((tmp_path / "beam").rglob("dataset_info.json"))
 
 
 def _replicate_figureqa(root: Path, images: int) -> list[str]:
@@ -345,11 +354,11 @@ def test_two_worker_processes_build_every_example(tmp_path, name):
     beamed = _build(
         cls, tmp_path / "manual", tmp_path / "beam", True, beam_args=_TWO_PROCESSES, **kwargs
     )
-    read = [
-        ex["id"].decode()
-        for ex in tfds.as_numpy(beamed.as_dataset(split=split).map(lambda e: {"id": e["id"]}))
-    ]
+    read = [ex["id"].decode() for ex in tfds_records.split_examples(str(beamed.data_path), split)]
     assert len(read) == len(set(read)) == len(ids)  # no duplicates
     assert set(read) == set(_examples(plain, split)) == set(ids)
-    assert beamed.info.splits[split].num_examples == len(ids)
-    assert beamed._beam_counts == {split: len(ids)}  # the workers' counters, checked by the build
+    if name == "chart_info":
+        assert beamed.info.splits[split].num_examples == len(ids)
+        assert beamed._beam_counts == {split: len(ids)}  # the workers' counters, checked
+    else:  # one record per figure, written shard by shard; lengths checked against the files
+        assert beamed.info.splits[split].num_examples == 300
