@@ -12,7 +12,10 @@ whatever the worker count. `--size`, `--max-categories`, `--max-topics`, `--max-
 images, shorter tables, fewer topics and series: for quick learning checks) and `--value-labels`
 (each bar's value printed on it, annotated as task-2/3 text with the PMC 2020 role
 `value_label`, which the 2019 synthetic release does not use) depart from the release; without
-them the output is unchanged.
+them the output is unchanged. A chart that no style fits (small `--size`, see its help) is
+skipped and counted in the printed summary (`skipped`, `skipped_indices`). The charts are
+written into `DIR.incomplete-*` beside DIR and moved into DIR when all are done, so a run that
+stops half way leaves no partial corpus in DIR.
 
 Annotation conventions follow the ten official samples (`adobe-research/CHART-Synthetic`):
 "x-axis" is the independent variable (the vertical axis of horizontal bars and boxes); tick
@@ -28,6 +31,8 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import secrets
+import shutil
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -41,7 +46,20 @@ from chartjax.synth.chart_info_render import Drawn, LayoutError, render
 from chartjax.synth.chart_info_style import Style, sample_style
 from chartjax.synth.png_encode import png_bytes
 
-MAX_STYLES = 6  # styles tried before a chart is declared impossible (never seen in practice)
+# Styles tried before a chart is skipped. At the release size the first style nearly always fits;
+# at 320x240 some charts need over 10 tries, and some (mostly line charts whose tick labels
+# overlap) fit none. Raising it changes no chart that fits within fewer tries.
+MAX_STYLES = 20
+
+
+class NoStyleFits(RuntimeError):
+    """No style lays chart `index` out in the image; `generate` skips and counts such charts."""
+
+
+class ChartCounts(Counter):
+    """Charts written per chart type; `skipped` holds the indices of charts no style fits."""
+
+    skipped: list[int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,9 +108,13 @@ def draw_chart(
             style = dataclasses.replace(style, **style_override)
         try:
             return data, render(data, style)
-        except LayoutError:
-            continue
-    raise RuntimeError(f"chart {index} (seed {seed}): no style fits in {MAX_STYLES} tries")
+        except LayoutError as e:
+            last = e
+    size = f"{style.width}x{style.height}"
+    raise NoStyleFits(
+        f"chart {index} (seed {seed}, {chart_type}): no style fits {size} in {MAX_STYLES} tries "
+        f"(last: {last})"
+    )
 
 
 def encode_png(rgba: np.ndarray, level: int = 1) -> bytes:
@@ -149,9 +171,14 @@ def write_chart(out: str, index: int, chart: Chart) -> str:
     return chart.chart_type
 
 
-def _write_job(job: tuple[str, int, int, dict]) -> str:
+def _write_job(job: tuple[str, int, int, dict]) -> tuple[int, str | None]:
+    """(index, chart type written), or (index, None) for a chart no style fits."""
     out, seed, index, options = job
-    return write_chart(out, index, make_chart(seed, index, **options))
+    try:
+        chart = make_chart(seed, index, **options)
+    except NoStyleFits:
+        return index, None
+    return index, write_chart(out, index, chart)
 
 
 def generate(
@@ -167,16 +194,20 @@ def generate(
     max_topics: int | None = None,
     max_series: int | None = None,
     value_labels: float | None = None,
-) -> Counter:
-    """Writes charts `start .. start+num-1` under `out`; returns the count per chart type."""
+) -> ChartCounts:
+    """Writes charts `start .. start+num-1` under `out`; returns the count per chart type.
+
+    The charts are written into a temporary sibling of `out` and moved into `out` once all are
+    done, so a run that fails or is killed leaves no partial corpus for a builder to take for a
+    whole one. A chart that no style fits (small `size`) is skipped: its index is left out of
+    the layout and listed in the result's `skipped`. When no chart fits, nothing is written.
+    """
     chart_types = parse_types(types)
     if size is not None and min(size) < 64:
         raise ValueError(f"size: {size} is too small for a chart (at least 64 x 64 pixels)")
     tb.check_caps(max_categories, max_topics, max_series)  # before any folder or worker
     if value_labels is not None and not 0 < value_labels <= 72:
         raise ValueError(f"value_labels: a point size in (0, 72], got {value_labels}")
-    for sub in ("png", "json_gt", "tables"):
-        os.makedirs(os.path.join(out, sub), exist_ok=True)
     options = dict(
         types=chart_types,
         compress_level=compress_level,
@@ -186,13 +217,50 @@ def generate(
         max_series=max_series,
         value_labels=value_labels,
     )
-    jobs = [(out, seed, i, options) for i in range(start, start + num)]
-    if workers <= 1:
-        return Counter(map(_write_job, jobs))
-    # spawn: safe even when the parent has threads (jax, tf); each chart is independent.
-    chunk = max(1, min(16, len(jobs) // (4 * workers)))
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return Counter(pool.imap_unordered(_write_job, jobs, chunksize=chunk))
+    out = os.path.abspath(out)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    # Beside `out` (same file system, so the move is a rename); mkdir, unlike mkdtemp, leaves the
+    # permissions to the umask, as they were when `out` itself was made.
+    tmp = f"{out}.incomplete-{os.getpid()}-{secrets.token_hex(4)}"
+    os.mkdir(tmp)
+    try:
+        for sub in _SUBDIRS:
+            os.mkdir(os.path.join(tmp, sub))
+        jobs = [(tmp, seed, i, options) for i in range(start, start + num)]
+        if workers <= 1:
+            results = list(map(_write_job, jobs))
+        else:
+            # spawn: safe even when the parent has threads (jax, tf); each chart is independent.
+            chunk = max(1, min(16, len(jobs) // (4 * workers)))
+            with multiprocessing.get_context("spawn").Pool(workers) as pool:
+                results = list(pool.imap_unordered(_write_job, jobs, chunksize=chunk))
+        counts = ChartCounts(t for _, t in results if t is not None)
+        counts.skipped = sorted(i for i, t in results if t is None)
+        if num and not counts:
+            shape = "the release size" if size is None else f"{size[0]}x{size[1]}"
+            raise ValueError(f"no chart fits {shape}: all {num} skipped (see --help for --size)")
+        _move_into_place(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return counts
+
+
+_SUBDIRS = ("png", "json_gt", "tables")
+
+
+def _move_into_place(tmp: str, out: str) -> None:
+    """Renames the finished `tmp` to `out`, or moves its files into an existing `out` (charts
+    added to a corpus with `start`, or a folder made beforehand)."""
+    try:
+        os.rename(tmp, out)  # atomic when `out` does not exist (or is an empty folder)
+        return
+    except OSError:
+        if not os.path.isdir(out):
+            raise
+    for sub in _SUBDIRS:
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+        for name in sorted(os.listdir(os.path.join(tmp, sub))):
+            os.replace(os.path.join(tmp, sub, name), os.path.join(out, sub, name))
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -231,7 +299,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_size,
         default=None,
         help="image size WIDTHxHEIGHT in pixels, e.g. 640x480 (default: the release's 1280x960; "
-        "fonts keep their point sizes, so text gets relatively larger)",
+        "fonts keep their point sizes, so text gets relatively larger). Smaller images skip "
+        "the charts that no style fits (seed 0, 4:3): none of 150 at 1280x960, 2 of 300 "
+        "at 640x480, about 3%% at 480x360, 15%% at 320x240, 40%% at 256x192, 90%% at 160x120. "
+        "A skipped chart's index is left out of the layout and counted in the printed "
+        "summary ('skipped'); a size where no chart fits is an error",
     )
     parser.add_argument(
         "--max-categories",
@@ -282,11 +354,14 @@ def run(args: argparse.Namespace) -> int:
         max_series=args.max_series,
         value_labels=args.value_labels,
     )
-    print(
-        json.dumps(
-            {"out": os.path.abspath(args.out), "charts": dict(sorted(counts.items()))}, indent=1
-        )
-    )
+    summary = {
+        "out": os.path.abspath(args.out),
+        "charts": dict(sorted(counts.items())),
+        # Charts no style fits at this --size: left out of the layout, by index.
+        "skipped": len(counts.skipped),
+        "skipped_indices": counts.skipped,
+    }
+    print(json.dumps(summary, indent=1))
     return 0
 
 

@@ -11,7 +11,8 @@ Layout written under `out_dir` (reference corpora.md §4.2-4.5):
 Determinism: image i of split s draws everything from numpy's SeedSequence([seed, split id, i]),
 figure types are a seeded balanced permutation per split, and yes/no balancing runs after all
 images of a split, in image order, with the split's own generator. So PNG and JSON bytes depend
-only on the seed, never on the number of worker processes.
+only on the seed, never on the number of worker processes. The splits are written into
+`<out_dir>.incomplete-*` beside `out_dir` and moved into it when all are complete.
 
 `Options` (`--figure-types`, `--max-elements`, `--templates`, `--colors-per-set`) narrow the
 corpus for quick learning checks (one figure type, 2-3 elements, a template or two, a handful of
@@ -24,6 +25,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Iterator
@@ -180,14 +182,36 @@ def make_image(job: ImageJob) -> tuple[str, list[tuple[int, int, int, int]]]:
     return json.dumps(annotation), candidates
 
 
-def _prepare_dir(path: Path, overwrite: bool) -> None:
-    if path.exists() and any(path.iterdir()):
-        if not overwrite:
-            raise FileExistsError(
-                f"{path} exists and is not empty (pass overwrite=True / --overwrite)"
-            )
-        shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
+def _split_folders(spec: SplitSpec) -> list[str]:
+    """The folders a split owns, relative to the output root."""
+    return [spec.name] + ([] if spec.public_answers else [f"{ANSWERS_DIR}/{spec.name}"])
+
+
+def _check_free(out: Path, specs: list[SplitSpec], overwrite: bool) -> None:
+    """Refuses, before anything is drawn, to replace a split folder that holds files."""
+    if overwrite:
+        return
+    for spec in specs:
+        for rel in _split_folders(spec):
+            path = out / rel
+            if path.exists() and any(path.iterdir()):
+                raise FileExistsError(
+                    f"{path} exists and is not empty (pass overwrite=True / --overwrite)"
+                )
+
+
+def _move_into_place(tmp: Path, out: Path, specs: list[SplitSpec]) -> None:
+    """Moves the finished split folders from `tmp` into `out`, replacing the same splits there."""
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    for spec in specs:
+        for rel in _split_folders(spec):
+            target = out / rel
+            if target.exists():
+                shutil.rmtree(target)  # checked free or overwrite=True: only now, all is done
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(tmp / rel, target)
 
 
 def _write_qa_pairs(path: Path, records: np.ndarray, with_answers: bool) -> None:
@@ -218,16 +242,15 @@ def generate_split(
     spec: SplitSpec,
     seed: int,
     workers: int,
-    overwrite: bool,
     log=None,
     options: Options = Options(),
 ) -> dict:
+    """Writes one split under `out_dir`, whose folders for it must not exist yet."""
     split_dir = out_dir / spec.name
-    _prepare_dir(split_dir, overwrite)
-    (split_dir / "png").mkdir()
+    (split_dir / "png").mkdir(parents=True)
     answers_dir = out_dir / ANSWERS_DIR / spec.name
     if not spec.public_answers:
-        _prepare_dir(answers_dir, overwrite)
+        answers_dir.mkdir(parents=True)
     annotations_path = (split_dir if spec.public_answers else answers_dir) / "annotations.json"
 
     types = figure_types(seed, spec, options.figure_types)
@@ -277,19 +300,32 @@ def generate(
     log=None,
     options: Options = Options(),
 ) -> list[dict]:
-    """Write the requested splits under `out_dir`; returns one summary dict per split."""
+    """Write the requested splits under `out_dir`; returns one summary dict per split.
+
+    The splits are written into a temporary sibling of `out_dir` and moved into it once all are
+    done: a run that fails or is killed leaves no partial split for a builder to read as whole.
+    """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     options.check()  # before any folder or worker
     specs = split_specs(train_images, val_images, test_images)
     if not specs:
         raise ValueError("no images requested (train, validation and test sizes are all 0)")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    summaries = []
-    for spec in specs:
-        summary = generate_split(out, spec, seed, workers, overwrite, log, options)
-        if log:
-            log(json.dumps(summary))
-        summaries.append(summary)
+    out = Path(out_dir).absolute()
+    _check_free(out, specs, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Beside `out` (same file system, so the move is a rename); mkdir leaves its permissions to
+    # the umask, as for `out` itself.
+    tmp = out.with_name(f"{out.name}.incomplete-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp.mkdir()
+    try:
+        summaries = []
+        for spec in specs:
+            summary = generate_split(tmp, spec, seed, workers, log, options)
+            if log:
+                log(json.dumps(summary))
+            summaries.append(summary)
+        _move_into_place(tmp, out, specs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return summaries

@@ -477,3 +477,81 @@ def test_stacked_series_of_a_floored_topic_vary_and_total_inside_its_range():
         assert len(np.unique(np.round(vals, 1))) > n_series, vals
         totals = vals.sum(axis=1)
         assert (totals >= topic.lo - 1e-9).all() and (totals <= topic.hi + 1e-9).all(), totals
+
+
+# ---------------------------------------------------------------- small sizes, interrupted runs
+
+
+def test_charts_no_style_fits_are_skipped_and_counted(tmp_path, capsys):
+    """At 320x240 charts 6 and 7 of seed 0 fit no style: the run used to abort at chart 3
+    (`no style fits in 6 tries`), leaving 3 of 30 charts. Now it writes the rest and says so."""
+    from chartjax.tools.synth import main
+
+    out = tmp_path / "small"
+    assert main(["chart_info", "--out", str(out), "--num", "9", "--size", "320x240"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["skipped"] == 2 and summary["skipped_indices"] == [6, 7]
+    assert sum(summary["charts"].values()) == 7
+    written = {p.stem for p in out.joinpath("png").glob("*.png")}
+    assert written == {p.stem for p in out.joinpath("json_gt").glob("*.json")}
+    assert written == {"0", "1", "2", "3", "4", "5", "8"}
+    with pytest.raises(
+        ci.NoStyleFits, match=r"chart 6 \(seed 0, \w[\w ]*\): no style fits 320x240"
+    ):
+        ci.make_chart(0, 6, size=(320, 240))
+
+
+def test_a_size_no_chart_fits_is_an_error_and_writes_nothing(tmp_path, capsys):
+    from chartjax.tools.synth import main
+
+    argv = ["chart_info", "--out", str(tmp_path / "tiny"), "--num", "2", "--size", "64x64"]
+    assert main(argv) == 2
+    assert "no chart fits 64x64: all 2 skipped" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_size_help_says_what_is_supported(capsys):
+    from chartjax.tools.synth import main
+
+    with pytest.raises(SystemExit):
+        main(["chart_info", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "15% at 320x240" in text and "summary ('skipped')" in text
+
+
+SUBS = (("png", "png"), ("json_gt", "json"), ("tables", "txt"))
+
+
+def _dies_at(index: int, error: BaseException):
+    real = ci.make_chart
+
+    def make_chart(seed, i, *args, **kwargs):
+        if i == index:
+            raise error
+        return real(seed, i, *args, **kwargs)
+
+    return make_chart
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_run_that_dies_leaves_no_partial_corpus(tmp_path, monkeypatch, error):
+    monkeypatch.setattr(ci, "make_chart", _dies_at(2, error))
+    with pytest.raises(type(error)):
+        ci.generate(str(tmp_path / "corpus"), 4, seed=1, size=(320, 240), types=["Pie"])
+    assert list(tmp_path.iterdir()) == []  # neither corpus/ nor corpus.incomplete-*
+
+
+def test_charts_added_to_a_corpus_arrive_only_when_all_are_done(tmp_path, monkeypatch):
+    out = tmp_path / "corpus"
+    options = dict(seed=1, size=(320, 240), types=["Pie"])
+    ci.generate(str(out), 2, **options)
+    before = _read_all(out)
+    monkeypatch.setattr(ci, "make_chart", _dies_at(3, OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        ci.generate(str(out), 2, start=2, **options)
+    assert _read_all(out) == before and list(tmp_path.iterdir()) == [out]
+    monkeypatch.undo()
+    ci.generate(str(out), 2, start=2, **options)
+    assert sorted(_read_all(out)) == sorted(
+        f"{sub}/{i}.{ext}" for i in range(4) for sub, ext in SUBS
+    )

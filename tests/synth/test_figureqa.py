@@ -310,3 +310,48 @@ def test_refuses_to_overwrite(corpus, tmp_path):
     with pytest.raises(FileExistsError, match="train1"):
         generate(tmp_path, train_images=1, seed=0)
     assert (tmp_path / "train1" / "keep.txt").exists()
+    # A later split's folder is checked before the first figure is drawn.
+    answers = tmp_path / "other" / "testset_with_answers" / "no_annot_test2"
+    answers.mkdir(parents=True)
+    (answers / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="testset_with_answers/no_annot_test2"):
+        generate(tmp_path / "other", train_images=1, test_images=1, seed=0)
+    assert [p.name for p in (tmp_path / "other").iterdir()] == ["testset_with_answers"]
+    assert list(tmp_path.glob("*.incomplete-*")) == []
+
+
+def _dies_at(monkeypatch, split: str, index: int) -> None:
+    import chartjax.synth.figureqa as figureqa
+
+    real = figureqa.make_image
+
+    def make_image(job):
+        if (job.split, job.index) == (split, index):
+            raise OSError(28, "No space left on device")
+        return real(job)
+
+    monkeypatch.setattr(figureqa, "make_image", make_image)
+
+
+def test_a_run_that_dies_leaves_no_partial_split(tmp_path, monkeypatch):
+    """Dying in validation1 used to leave train1 whole and validation1 half written (an
+    annotations.json cut after one figure) where the builder would read them."""
+    _dies_at(monkeypatch, "validation1", 1)
+    with pytest.raises(OSError, match="No space left"):
+        generate(tmp_path / "fq", train_images=2, val_images=2, seed=0)
+    assert list(tmp_path.iterdir()) == []  # neither fq/ nor fq.incomplete-*
+
+
+def test_overwrite_replaces_a_split_only_once_the_new_one_is_complete(tmp_path, monkeypatch):
+    out = tmp_path / "fq"
+    generate(out, train_images=2, test_images=1, seed=0)
+    before = _files(out)
+    _dies_at(monkeypatch, "no_annot_test2", 0)
+    with pytest.raises(OSError, match="No space left"):
+        generate(out, train_images=3, test_images=1, seed=1, overwrite=True)
+    assert _files(out) == before and list(tmp_path.iterdir()) == [out]
+    monkeypatch.undo()
+    generate(out, train_images=3, test_images=1, seed=1, overwrite=True)
+    fresh = tmp_path / "fresh"
+    generate(fresh, train_images=3, test_images=1, seed=1)
+    assert _files(out) == _files(fresh)  # the same bytes as a run into an empty folder

@@ -7,7 +7,9 @@ whose entry is missing, `null`, test-mode (no `output`) or has an empty output `
 donut files) is marked absent (`has_task<N>` False) and its features are left empty, never filled.
 
 Boxes are stored as [x0, y0, width, height] (top-left origin, the JSON's own convention) and
-polygons as [x0, y0, x1, y1, x2, y2, x3, y3] (corners clockwise from top-left).
+polygons as [x0, y0, x1, y1, x2, y2, x3, y3] (corners clockwise from top-left). Coordinates and
+box statistics must be finite: NaN or Infinity (which Python's json reads) is an AnnotationError
+naming the field, never a value in the dataset.
 """
 
 from __future__ import annotations
@@ -59,12 +61,16 @@ def _task_output(doc: dict[str, Any], k: int) -> dict[str, Any] | None:
 
 
 def _num(value: Any, where: str) -> float:
+    """A coordinate or statistic: a finite number (json reads NaN/Infinity, float() 'nan')."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise AnnotationError(f"{where}: {value!r:.60} is not a number")
     try:
-        return float(value)
+        number = float(value)
     except ValueError as e:
         raise AnnotationError(f"{where}: {value!r:.60} is not a number") from e
+    if not math.isfinite(number):
+        raise AnnotationError(f"{where}: {value!r:.60} is not a finite number")
+    return number
 
 
 def _box(bb: Any, where: str) -> list[float]:
@@ -91,14 +97,21 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _as_float(value: Any) -> float:
-    """A data value as float; NaN when it is not a number (e.g. a PMC value-label string)."""
+def _as_float(value: Any, where: str) -> float:
+    """A data value as float; NaN when it is not a number (e.g. a PMC value-label string).
+
+    A JSON number that is NaN or infinite (json reads the non-standard literals) is an error:
+    NaN would pass for a label string. A string such as 'inf' is text, kept in `y_text`.
+    """
     if isinstance(value, bool):
         return math.nan
+    if isinstance(value, float) and not math.isfinite(value):
+        raise AnnotationError(f"{where}: {value!r} is not a finite number")
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         return math.nan
+    return number if math.isfinite(number) else math.nan
 
 
 def _text_blocks(output: dict[str, Any]) -> list[dict[str, Any]]:
@@ -111,7 +124,9 @@ def _text_blocks(output: dict[str, Any]) -> list[dict[str, Any]]:
             p = block["polygon"]
             if not isinstance(p, dict):
                 raise AnnotationError(f"{where}.polygon is not an object")
-            poly = [_num(p.get(f"{a}{j}"), f"{where}.polygon") for j in range(4) for a in "xy"]
+            poly = [
+                _num(p.get(f"{a}{j}"), f"{where}.polygon.{a}{j}") for j in range(4) for a in "xy"
+            ]
             xs, ys = poly[0::2], poly[1::2]
             # PMC quads may be rotated or have inverted corners: the box is their hull.
             bbox = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
@@ -198,7 +213,7 @@ def _data_series(output: dict[str, Any]) -> tuple[list[str], list[dict], list[di
                     {
                         "series": s,
                         "x": _as_text(item["x"]),
-                        "y": _as_float(item["y"]),
+                        "y": _as_float(item["y"], f"{where}.data[{i}].y"),
                         "y_text": _as_text(item["y"]),
                     }
                 )

@@ -27,7 +27,7 @@ import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
 
-from tfds_builders.common import beam_build
+from tfds_builders.common import beam_build, input_fingerprint, record_format
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png
 
@@ -165,7 +165,12 @@ def pmc_2020_items(root: str) -> list[tuple[str, str, str | None]]:
     return items
 
 
-class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
+class Builder(
+    input_fingerprint.InputFingerprintMixin,
+    SkipBadMixin,
+    record_format.ArrayRecordDefault,
+    tfds.core.GeneratorBasedBuilder,
+):
     """CHART-Info from a release root; configs `synthetic_2019` and `pmc_2020`."""
 
     VERSION = tfds.core.Version("1.0.0")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
+from chartjax.data import tfds_records
 from tfds_builders.chart_info import annotations
 from tfds_builders.chart_info.chart_info import Builder
 from tfds_builders.common.bad_input import BadInputError, read_skip_report
@@ -28,7 +30,10 @@ def _build(manual_dir, data_dir, config, **kwargs) -> tfds.core.DatasetBuilder:
 
 
 def _examples(builder) -> dict[str, dict]:
-    return {ex["id"].decode(): ex for ex in tfds.as_numpy(builder.as_dataset(split="train"))}
+    return {
+        ex["id"].decode(): ex
+        for ex in tfds_records.split_examples(str(builder.data_path), "train", skip_decoding=())
+    }
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +225,114 @@ def test_parse_unknown_point_shape_and_null_tasks():
     assert json.loads(parsed["data_series_json"])[0]["data"] == [{"x": "a", "lo": 1}]
     with pytest.raises(annotations.AnnotationError, match=r"task4\.output is list"):
         annotations.parse({"task4": {"output": []}})
+
+
+def _nothing_built(data_dir: Path, config: str) -> bool:
+    """No prepared or half-written version folder of `config` under `data_dir`."""
+    folder = data_dir / "chart_info" / config
+    return not folder.exists() or not any(folder.iterdir())
+
+
+def _set_x0(path: Path, value) -> None:
+    doc = json.loads(path.read_text())
+    doc["task2"]["output"]["text_blocks"][0]["bb"]["x0"] = value
+    path.write_text(json.dumps(doc))  # writes NaN / Infinity as Python's json reads them back
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(float("nan"), "nan"), ("nan", "'nan'"), (float("inf"), "inf")]
+)
+def test_non_finite_box_coordinate_fails_naming_file_and_field(tmp_path, value, shown):
+    root = tmp_path / "m"
+    shutil.copytree(DUMMY / "synthetic_2019", root)
+    _set_x0(root / "json_gt" / "344.json", value)
+    with pytest.raises(BadInputError) as err:
+        _build(root, tmp_path / "d", "synthetic_2019")
+    assert str(err.value) == (
+        f"{root / 'json_gt' / '344.json'}: task2.text_blocks[0].bb.x0: "
+        f"{shown} is not a finite number"
+    )
+    assert _nothing_built(tmp_path / "d", "synthetic_2019")
+
+
+def test_non_finite_box_coordinate_is_a_counted_skip(tmp_path):
+    root = tmp_path / "m"
+    shutil.copytree(DUMMY / "synthetic_2019", root)
+    _set_x0(root / "json_gt" / "344.json", float("nan"))
+    builder = _build(root, tmp_path / "d", "synthetic_2019", skip_bad=True)
+    examples = _examples(builder)
+    assert sorted(examples) == ["21987", "686", "7", "8"]
+    assert all(np.isfinite(ex["text_blocks"]["bbox"]).all() for ex in examples.values())
+    report = read_skip_report(builder)
+    assert report["skipped_per_split"] == {"train": 1}
+    message = report["messages"][0]
+    assert "344.json: task2.text_blocks[0].bb.x0: nan is not a finite number" in message
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d["task4"]["output"]["_plot_bb"].update(width=math.inf), "task4._plot_bb.width"),
+        (
+            lambda d: d["task6"]["output"]["visual elements"]["bars"][0].update(y0=-math.inf),
+            "bars[0].y0",
+        ),
+        (
+            lambda d: d["task6"]["output"]["data series"][0]["data"][0].update(y=math.nan),
+            "task6['data series'][0].data[0].y",
+        ),
+    ],
+)
+def test_parse_refuses_non_finite_numbers(edit, field):
+    doc = json.loads((DUMMY / "synthetic_2019" / "json_gt" / "344.json").read_text())
+    edit(doc)
+    doc = json.loads(json.dumps(doc))  # as read from a file
+    with pytest.raises(annotations.AnnotationError, match=re.escape(field) + r": -?\w+ is not a"):
+        annotations.parse(doc)
+
+
+def test_parse_keeps_a_non_numeric_value_string_as_text():
+    doc = json.loads((DUMMY / "synthetic_2019" / "json_gt" / "344.json").read_text())
+    doc["task6"]["output"]["data series"][0]["data"][0]["y"] = "inf"  # a label, not a number
+    points = annotations.parse(doc)["data_points"]
+    assert math.isnan(points[0]["y"]) and points[0]["y_text"] == "inf"
+
+
+def _png16_grey(path: Path, values: np.ndarray) -> None:
+    Image.fromarray(values.astype(np.uint16)).save(path)  # PIL writes mode I;16 as 16-bit grey
+
+
+def test_16_bit_grey_png_scaled_by_its_bit_depth(tmp_path):
+    """Grey level 200 of 65535 is 1 of 255, whether or not the image also holds white."""
+    root = tmp_path / "m"
+    shutil.copytree(DUMMY / "synthetic_2019", root)
+    dark = np.full((12, 16), 200)
+    _png16_grey(root / "png" / "7.png", dark)
+    with_white = dark.copy()
+    with_white[0, 0] = 65535
+    _png16_grey(root / "png" / "8.png", with_white)
+    examples = _examples(_build(root, tmp_path / "d", "synthetic_2019"))
+    assert examples["7"]["image"][5, 5].tolist() == [1, 1, 1]
+    assert examples["8"]["image"][5, 5].tolist() == [1, 1, 1]
+    assert examples["8"]["image"][0, 0].tolist() == [255, 255, 255]
+
+
+def test_a_generator_run_that_dies_leaves_nothing_to_build(tmp_path, monkeypatch):
+    """The corpus appears only when complete: a run dying at chart 3 of 6 leaves no folder
+    that `tfds build` could take for the whole corpus (it built 3 charts with status 0)."""
+    from chartjax.synth import chart_info as synth_chart_info
+
+    real = synth_chart_info.make_chart
+
+    def dies_at_3(seed, index, *args, **kwargs):
+        if index == 3:
+            raise OSError(28, "No space left on device")
+        return real(seed, index, *args, **kwargs)
+
+    monkeypatch.setattr(synth_chart_info, "make_chart", dies_at_3)
+    with pytest.raises(OSError, match="No space left"):
+        synth_chart_info.generate(os.fspath(tmp_path / "raw"), 6, seed=0, size=(320, 240))
+    assert os.listdir(tmp_path) == []  # neither raw/ nor the temporary raw.incomplete-*
+    with pytest.raises(AssertionError, match=r"Manual directory \S+/raw does not exist"):
+        _build(tmp_path / "raw", tmp_path / "data", "synthetic_2019")  # tfds's own check
+    assert _nothing_built(tmp_path / "data", "synthetic_2019")

@@ -18,6 +18,7 @@ from absl import logging
 
 from chartjax.data.tables import linearize
 from chartjax.metrics.content_selection import records_from_table
+from tfds_builders.common import input_fingerprint, record_format
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png
 
@@ -47,7 +48,12 @@ def _ocr_feature() -> tfds.features.Sequence:
     )
 
 
-class Builder(SkipBadMixin, tfds.core.GeneratorBasedBuilder):
+class Builder(
+    input_fingerprint.InputFingerprintMixin,
+    SkipBadMixin,
+    record_format.ArrayRecordDefault,
+    tfds.core.GeneratorBasedBuilder,
+):
     """Chart-to-Text from the repository layout; configs `statista` and `pew`."""
 
     VERSION = tfds.core.Version("1.0.0")

@@ -11,6 +11,7 @@ import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
+from chartjax.data import tfds_records
 from chartjax.data.tables import linearize
 from chartjax.metrics.content_selection import records_from_table
 from tfds_builders.chart_to_text import sources
@@ -33,7 +34,7 @@ def _examples(builder) -> dict[str, dict[str, dict]]:
     out = {}
     for split in builder.info.splits:
         out[split] = {}
-        for ex in tfds.as_numpy(builder.as_dataset(split=split)):
+        for ex in tfds_records.split_examples(str(builder.data_path), split, skip_decoding=()):
             out[split][ex["id"].decode()] = ex
     return out
 
@@ -84,7 +85,7 @@ def test_statista_fields(statista):
 def test_statista_table_forms(statista):
     table = statista["train"]["statista/two_col-1"]["table"]
     header = [c.decode() for c in table["header"]]
-    rows = [[c.decode() for c in row] for row in table["rows"].to_list()]
+    rows = [[c.decode() for c in row] for row in table["rows"].tolist()]
     assert header == ["Quarter", "Number of users in millions"]
     assert rows == [["Q3 '20", "2740"], ["Q2 '20", "2701"]]
     assert table["linearized"].decode() == (
@@ -96,9 +97,9 @@ def test_statista_table_forms(statista):
     )
     # quoted comma cell; "%" kept in the strings, dropped in the records
     quoted = statista["validation"]["statista/two_col-2"]["table"]
-    assert quoted["rows"].to_list()[0] == [b"Yes, definitely", b"45%"]
+    assert list(quoted["rows"].tolist()[0]) == [b"Yes, definitely", b"45%"]
     multi = statista["train"]["statista/multi_col-1"]["table"]
-    multi_rows = [[c.decode() for c in row] for row in multi["rows"].to_list()]
+    multi_rows = [[c.decode() for c in row] for row in multi["rows"].tolist()]
     multi_header = [c.decode() for c in multi["header"]]
     assert multi_rows[1] == ["2018", "", "40.1"]  # the missing cell stays empty
     assert multi["linearized"].decode() == linearize(multi_header, multi_rows)
@@ -169,9 +170,40 @@ def test_skip_bad_counts(tmp_path):
     base = root / "pew_dataset" / "dataset"
     (base / "imgs" / "1.png").unlink()  # train loses two_col-7
     builder = _build(root, tmp_path / "data", "pew", skip_bad=True)
-    assert [ex["id"] for ex in tfds.as_numpy(builder.as_dataset(split="train"))] == [
-        b"pew/multi_col-3246"
-    ]
+    assert [
+        ex["id"]
+        for ex in tfds_records.split_examples(str(builder.data_path), "train", skip_decoding=())
+    ] == [b"pew/multi_col-3246"]
     report = read_skip_report(builder)
     assert report["skipped_per_split"] == {"train": 1}
     assert "imgs/1.png: image file not found" in report["messages"][0]
+
+
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_statista_metadata_with_another_delimiter_stops_the_build(tmp_path, skip_bad):
+    """Read as one column, a ';' file turned every chart type into 'unknown' (status 0); it
+    concerns every chart, so skip_bad cannot skip it chart by chart."""
+    root = _copy(tmp_path, "statista_dataset")
+    metadata = root / "statista_dataset" / "dataset" / "metadata.csv"
+    metadata.write_text("id;chartType\n1;Line\n2;pie\n3;Bar\n")
+    with pytest.raises(BadInputError) as err:
+        _build(root, tmp_path / "data", "statista", skip_bad=skip_bad)
+    assert str(err.value) == (
+        f"{metadata}, row 0: needs columns id, chartType; header is ['id;chartType'] "
+        "(written with another delimiter than ','?)"
+    )
+    assert not (tmp_path / "data" / "chart_to_text" / "statista").exists() or not any(
+        (tmp_path / "data" / "chart_to_text" / "statista").iterdir()
+    )
+
+
+def test_metadata_without_the_needed_columns_names_them(tmp_path):
+    empty = tmp_path / "metadata.csv"
+    empty.write_text("")
+    with pytest.raises(BadInputError, match=r"metadata\.csv, row 0: needs columns id, old_id; "):
+        sources.read_metadata(os.fspath(empty), ("id", "old_id"))
+    pew = tmp_path / "pew" / "metadata.csv"
+    pew.parent.mkdir()
+    pew.write_text("id\told_id\n1\ttwo_col-7\n")
+    with pytest.raises(BadInputError, match=r"header is \['id\\told_id'\] \(written with another"):
+        sources.pew_index(os.fspath(pew.parent))

@@ -14,8 +14,6 @@ import json
 import os
 import re
 
-from absl import logging
-
 from tfds_builders.common.bad_input import BadInputError
 
 # tfds split -> the release's split file (folder `dataset_split`, not the README's `dataset_splits`).
@@ -114,30 +112,42 @@ def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def read_metadata(path: str) -> list[dict[str, str]]:
-    """A `metadata.csv` as dicts (quoted multi-line captions, UTF-8 curly quotes)."""
+def read_metadata(path: str, required: tuple[str, ...]) -> list[dict[str, str]]:
+    """A `metadata.csv` as dicts (quoted multi-line captions, UTF-8 curly quotes).
+
+    A header without the `required` columns is bad input, even where the file is optional: a
+    file written with another delimiter reads as one column, and every chart would silently
+    lose what the file says about it.
+    """
     try:
         with open(path, encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f, strict=True))
+            reader = csv.DictReader(f, strict=True)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
     except (csv.Error, UnicodeDecodeError) as e:
         raise BadInputError(path, f"cannot parse CSV: {e}") from e
+    if not set(required) <= set(header):
+        hint = ""
+        if len(header) == 1 and any(d in header[0] for d in ";\t|"):
+            hint = " (written with another delimiter than ','?)"
+        raise BadInputError(
+            path, f"needs columns {', '.join(required)}; header is {header!r:.200}{hint}", row=0
+        )
+    return rows
 
 
 def statista_chart_types(folder: str) -> dict[str, str]:
     """`id` -> lower-cased `chartType` from a Statista `metadata.csv`, if the folder has one.
 
     Only `id` and `chartType` are read (the columns third-party loaders use); that `id` is the
-    file number <N> is [unverified] against the real file.
+    file number <N> is [unverified] against the real file. Without the file every chart type is
+    `unknown`; a file without those columns stops the build (`read_metadata`).
     """
     path = os.path.join(folder, "metadata.csv")
     if not os.path.isfile(path):
         return {}
-    rows = read_metadata(path)
-    if rows and not {"id", "chartType"} <= set(rows[0]):
-        # The real file's columns are unverified: do not block the build over optional data.
-        logging.warning("%s: no id/chartType columns (%s); chart types unknown", path, rows[0])
-        return {}
-    return {r["id"].strip(): (r["chartType"] or UNKNOWN).strip().lower() for r in rows}
+    rows = read_metadata(path, ("id", "chartType"))
+    return {(r["id"] or "").strip(): (r["chartType"] or UNKNOWN).strip().lower() for r in rows}
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -164,9 +174,7 @@ def pew_index(base: str) -> dict[str, PewChart]:
         path = os.path.join(folder, "metadata.csv")
         if not os.path.isfile(path):
             continue
-        rows = read_metadata(path)
-        if rows and not {"id", "old_id"} <= set(rows[0]):
-            raise BadInputError(path, f"needs columns id, old_id; has {sorted(rows[0])}", row=0)
+        rows = read_metadata(path, ("id", "old_id"))
         for number, row in enumerate(rows, start=1):
             old_id = (row.get("old_id") or "").strip()
             if not old_id:
