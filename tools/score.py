@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -31,7 +32,7 @@ from typing import Any
 
 from chartjax import quiet
 from chartjax.metrics import html_report, prediction_files, report
-from chartjax.metrics.prediction_files import PredictionFileError
+from chartjax.metrics.prediction_files import IdRows, PredictionFileError, located
 from chartjax.metrics.scores import Scores
 from chartjax.tasks import catalog
 from chartjax.tasks.task import ScoreInputs
@@ -129,9 +130,11 @@ def load_tfds(spec: str, task: str, data_dir: str | None) -> tuple[dict[str, dic
         importlib.import_module(f"tfds_builders.{name.split('/')[0]}")
     except ImportError:
         pass
+    from chartjax.data import tfds_records
+
     builder = tfds.builder(name, data_dir=data_dir)
-    ds = builder.as_dataset(split=split, decoders={"image": tfds.decode.SkipDecoding()})
-    return tfds_rows(tfds.as_numpy(ds), task, split), split
+    examples = tfds_records.split_examples(os.fspath(builder.data_path), split)
+    return tfds_rows(examples, task, split), split
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,7 +155,7 @@ def score(args, predictions: dict, references: dict) -> tuple[Scores, int]:
     if scorer.layout == "jsonl":
         for i, row in references.items():
             if "target" not in row:
-                raise ScoreError(f"reference {i!r}: no 'target' field")
+                raise ScoreError(f"{located(references, i)}: no 'target' field")
     invalid = scorer.invalid_predictions(predictions)
     if invalid:
         listed = _listed(predictions, invalid)
@@ -228,11 +231,15 @@ def read_inputs(args) -> tuple[dict, dict, str]:
         return prediction_files.read_json_dir(args.predictions, "--predictions"), refs, "all"
     preds = prediction_files.read_id_rows(args.predictions, "--predictions")
     split = "all"
-    if args.references is None:
-        refs = {
-            k: {"id": k, **({"target": r["target"]} if "target" in r else {})}
-            for k, r in preds.items()
-        }
+    if args.references is None:  # the predictions' own targets, located in their file
+        refs = IdRows(
+            {
+                k: {"id": k, **({"target": r["target"]} if "target" in r else {})}
+                for k, r in preds.items()
+            },
+            path=preds.path,
+            lines=preds.lines,
+        )
     elif args.references.startswith("tfds:"):
         refs, split = load_tfds(args.references, args.task, args.data_dir)
     else:

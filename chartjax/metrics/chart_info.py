@@ -32,6 +32,8 @@ from chartjax.metrics.chart_info_inputs import (
     annotated,
     check_compat,
     check_ids,
+    entry_key,
+    refuse_non_finite,
     task_output,
 )
 from chartjax.metrics.chart_info_series import task6a, task6b
@@ -326,12 +328,23 @@ def _ticks(output: Mapping[str, Any] | None, axis: str) -> dict[Any, tuple[float
 
 
 def tick_score(distance: float, low: float, high: float) -> float:
-    """1 within ``low``, 0 beyond ``high``, linear in between."""
+    """1 within ``low``, 0 beyond ``high``, linear in between; 0 for a NaN distance (a tick
+    predicted at NaN or infinity is wrong)."""
     if distance <= low:
         return 1.0
-    if distance >= high:
+    if not distance < high:
         return 0.0
     return 1.0 - (distance - low) / (high - low)
+
+
+def _tick_values(gt_obj: Mapping[str, Any], output: Mapping[str, Any]):
+    """(field, value) of each ground-truth tick coordinate, for ``refuse_non_finite``."""
+    key = entry_key(gt_obj, "task4")
+    for axis in ("x-axis", "y-axis"):
+        for i, item in enumerate((output.get("axes") or {}).get(axis, []) or []):
+            point = item.get("tick_pt") if isinstance(item, Mapping) else None
+            for c in ("x", "y") if isinstance(point, Mapping) else ():
+                yield f"{key}.output.axes.{axis}[{i}].tick_pt.{c}", point.get(c)
 
 
 def task4(
@@ -351,6 +364,8 @@ def task4(
     truths, skipped = annotated(gt, "task4")
     if not truths:
         raise ValueError("task4: no ground-truth image annotates task 4")
+    for image_id, output in truths.items():
+        refuse_non_finite(gt, image_id, _tick_values(gt[image_id], output))
     p_sum = r_sum = 0.0
     for image_id, output in truths.items():
         if image_id not in pred:
@@ -398,10 +413,13 @@ def task4(
 
 
 def _legend_iou(a: Mapping[str, Any], b: Mapping[str, Any], compat: str) -> tuple[float, float]:
+    """IoU and ground-truth cover of ground-truth box ``a`` and predicted box ``b``."""
     ax0, ay0 = float(a["x0"]), float(a["y0"])
     ax1, ay1 = ax0 + float(a["width"]), ay0 + float(a["height"])
     bx0, by0 = float(b["x0"]), float(b["y0"])
     bx1, by1 = bx0 + float(b["width"]), by0 + float(b["height"])
+    if not all(map(math.isfinite, (bx0, by0, bx1, by1))):
+        return 0.0, 0.0  # a box predicted at NaN or infinity is wrong
     inter = max(0.0, min(ax1, bx1) - max(ax0, bx0)) * max(0.0, min(ay1, by1) - max(ay0, by0))
     area_a = (ax1 - ax0) * (ay1 - ay0)
     union = area_a + (bx1 - bx0) * (by1 - by0) - inter
@@ -410,6 +428,14 @@ def _legend_iou(a: Mapping[str, Any], b: Mapping[str, Any], compat: str) -> tupl
         # prediction 0; the spec counts an exact box as a perfect match.
         return 1.0, 1.0
     return (inter / union if union else 0.0), (inter / area_a if area_a else 0.0)
+
+
+def _legend_values(output: Mapping[str, Any]):
+    """(field, value) of each ground-truth legend box coordinate, for ``refuse_non_finite``."""
+    for i, pair in enumerate(output.get("legend_pairs", []) or []):
+        bb = pair.get("bb") if isinstance(pair, Mapping) else None
+        for c in ("x0", "y0", "width", "height") if isinstance(bb, Mapping) else ():
+            yield f"task5.output.legend_pairs[{i}].bb.{c}", bb.get(c)
 
 
 def _image_task5(gt_pairs, pred_pairs, compat: str) -> tuple[float, float]:
@@ -436,6 +462,8 @@ def task5(gt: Mapping[str, Any], pred: Mapping[str, Any], *, compat: str = "spec
     check_compat(compat)
     check_ids(gt, pred)
     truths, skipped = annotated(gt, "task5")
+    for image_id, output in truths.items():
+        refuse_non_finite(gt, image_id, _legend_values(output))
     ids = [k for k in truths if k in pred] if compat == "icdar2019" else list(truths)
     if not ids:
         raise ValueError("task5: nothing to score")

@@ -27,7 +27,13 @@ import numpy as np
 from scipy import optimize
 from scipy.spatial import distance as spd
 
-from chartjax.metrics.chart_info_inputs import annotated, check_compat, check_ids, task_output
+from chartjax.metrics.chart_info_inputs import (
+    annotated,
+    check_compat,
+    check_ids,
+    refuse_non_finite,
+    task_output,
+)
 from chartjax.metrics.scores import Scores
 
 __all__ = ["task6a", "task6b"]
@@ -41,6 +47,17 @@ def _num(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return out if math.isfinite(out) else None
+
+
+def _value(value: Any) -> float | None:
+    """A series value: None for no number (the point is left out), NaN for a NaN or infinite
+    one, which every comparison scores as wrong (the ground truth has none: task6b refuses
+    them)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else math.nan
 
 
 def ned(pred: str, gt: str, unnamed_rule: str | None = None) -> float:
@@ -81,7 +98,7 @@ def _cont_recall(p_xs, p_ys, g_xs, g_ys, eps):
     denom = np.abs(g_ys) + eps
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.where(denom > 0, np.abs(g_ys - y_interp) / denom, (g_ys != y_interp) * 1.0)
-    err = np.minimum(1.0, err)
+    err = np.fmin(1.0, err)  # a NaN error (a NaN predicted value) is the worst one
     total = intervals.sum()
     if total <= 0:  # all points at one x: plain mean
         return float((1 - err).mean())
@@ -137,7 +154,8 @@ def _discrete(pred, gt, version: str, alpha: float, beta2: float, gamma: float) 
     else:
         sigma = max(np.abs(g_y).mean() / 20, np.std(g_y))
     with np.errstate(divide="ignore", invalid="ignore"):
-        value_cost = np.minimum(1.0, diff / (sigma * gamma)) if sigma > 0 else (diff > 0) * 1.0
+        # fmin and != : a NaN predicted value costs 1.
+        value_cost = np.fmin(1.0, diff / (sigma * gamma)) if sigma > 0 else (diff != 0) * 1.0
     rule = None if version == "icdar2019" else "[unnamed category #"
     names = np.array([[ned(px, gx, rule) ** alpha for gx, _ in gt] for px, _ in pred])
     if version == "icdar2019":
@@ -158,15 +176,33 @@ def _points(series: Mapping[str, Any]) -> list[tuple[Any, float]]:
         if any(stat in point for stat in BOX_STATS):
             prefix = f"{point['x']} " if "x" in point else ""
             out.extend(
-                (f"{prefix}{s}", _num(point[s]))
+                (f"{prefix}{s}", _value(point[s]))
                 for s in BOX_STATS
-                if _num(point.get(s)) is not None
+                if _value(point.get(s)) is not None
             )
             continue
-        y = _num(point.get("y", point.get("y2")))
+        y = _value(point.get("y", point.get("y2")))
         if y is not None:
             out.append((point.get("x"), y))
     return out
+
+
+def _series_values(series_list: Any):
+    """(field, value) of each ground-truth series value and numeric x, for
+    ``refuse_non_finite``."""
+    for i, series in enumerate(series_list if isinstance(series_list, list) else []):
+        data = series.get("data", []) if isinstance(series, Mapping) else []
+        at = f"task6.output.data series[{i}].data"
+        if isinstance(data, Mapping):  # one box
+            points = {at: data}
+        else:
+            points = {f"{at}[{j}]": p for j, p in enumerate(data if isinstance(data, list) else [])}
+        for where, point in points.items():
+            if not isinstance(point, Mapping):
+                continue
+            yield from ((f"{where}.{k}", point[k]) for k in (*BOX_STATS, "y", "y2") if k in point)
+            if isinstance(point.get("x"), float):  # a text x is a category name
+                yield f"{where}.x", point["x"]
 
 
 def _kind(chart_type: str, gt_series: list) -> str:
@@ -266,6 +302,8 @@ def task6b(
     ids = [k for k in truths if k in pred] if compat != "spec" else list(truths)
     if not ids:
         raise ValueError("task6b: nothing to score")
+    for image_id, output in truths.items():
+        refuse_non_finite(gt, image_id, _series_values(output.get("data series", [])))
     per_image, types = {}, {}
     for image_id in ids:
         chart_type = str((task_output(gt[image_id], "task1") or {}).get("chart_type", "unknown"))

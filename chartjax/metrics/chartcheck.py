@@ -93,6 +93,9 @@ def chartcheck_scores(
     if chart_types is not None:
         breakdowns["chart_type"] = C.breakdown(preds, golds, [chart_types[i] for i in keep])
     if reasoning_types is not None:
+        bad = next((i for i, r in enumerate(reasoning_types) if isinstance(r, str)), None)
+        if bad is not None:  # list("Filter") would be six one-letter types
+            raise ValueError(f"reasoning_types[{bad}] is a string; expected a list of strings")
         keys = [list(reasoning_types[i]) for i in keep]
         breakdowns["reasoning_type"] = C.breakdown(preds, golds, keys)
     return Scores(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +162,49 @@ def lookup(rows: Mapping[str, dict], example_id: str, path, what: str) -> dict:
 def field_of(rows: Sequence[Mapping], name: str) -> list | None:
     """Every row's `name`, or None unless all rows have it (optional breakdown fields)."""
     return [r[name] for r in rows] if rows and all(name in r for r in rows) else None
+
+
+def located(rows: Mapping[str, Any], key: str) -> str:
+    """`<file>:<line> (id 'x')` for rows read from a file (an IdRows), else `reference id 'x'`
+    (a TFDS split's rows)."""
+    if isinstance(rows, IdRows):
+        return f"{rows.where(key)} (id {key!r})"
+    return f"reference id {key!r}"
+
+
+def as_written(value) -> str:
+    """A JSON value as a file writes it (12, null, NaN, "Filter"), cut to 40 characters."""
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _is_text_list(value) -> bool:
+    return isinstance(value, list) and all(map(_is_text, value))
+
+
+def _is_texts(value) -> bool:
+    return _is_text(value) or (_is_text_list(value) and bool(value))
+
+
+# Field types for check_fields: (what the field must be, the test).
+FieldType = tuple[str, Callable[[Any], bool]]
+TEXT: FieldType = ("a string", _is_text)
+TEXT_LIST: FieldType = ("a list of strings", _is_text_list)
+TEXTS: FieldType = ("a string or a non-empty list of strings", _is_texts)  # alternatives
+
+
+def check_fields(rows: Mapping[str, Mapping], types: Mapping[str, FieldType]) -> None:
+    """Refuses the first row (in file order) with a field of the wrong type, naming the file,
+    line, id and field: a wrong type crashes a metric, or worse scores silently (the string
+    "Filter" as a list of reasoning types is six one-letter types)."""
+    for key, row in rows.items():
+        for name, (expected, ok) in types.items():
+            if name in row and not ok(row[name]):
+                raise PredictionFileError(
+                    f"{located(rows, key)}: field {name!r} is {as_written(row[name])}; "
+                    f"expected {expected}"
+                )

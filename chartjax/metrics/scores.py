@@ -46,7 +46,10 @@ def as_reference_lists(references: Sequence[str | Sequence[str]]) -> list[list[s
     """Each example's reference(s) as a non-empty list of strings (DESIGN.md §8 targets)."""
     out = []
     for i, ref in enumerate(references):
-        refs = [ref] if isinstance(ref, str) else list(ref)
+        try:
+            refs = [ref] if isinstance(ref, str) else list(ref)
+        except TypeError:  # 12, NaN, null: refused below, not a traceback
+            refs = []
         if not refs or not all(isinstance(r, str) for r in refs):
             raise ValueError(f"reference {i}: expected a string or a non-empty list of strings")
         out.append(refs)

@@ -225,14 +225,11 @@ def count_skipped(builder_dir: str, split: str, mode: str) -> dict[str, int]:
             )
         }
     import numpy as np
-    import tensorflow_datasets as tfds
 
-    builder = tfds.builder_from_directory(builder_dir)
-    ds = builder.as_dataset(
-        split=split, shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
-    )
+    from chartjax.data import tfds_records
+
     charts = blocks = 0
-    for ex in ds.as_numpy_iterator():
+    for ex in tfds_records.split_examples(builder_dir, split):
         if not (ex["has_task2"] and ex["has_task3"]):
             charts += 1
             continue

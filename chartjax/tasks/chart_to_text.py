@@ -48,7 +48,7 @@ from chartjax.data import sources, tables
 from chartjax.metrics import prediction_files
 from chartjax.metrics.chart_to_text import chart_to_text_scores
 from chartjax.metrics.content_selection import records_from_table
-from chartjax.metrics.prediction_files import field_of
+from chartjax.metrics.prediction_files import TEXT, TEXTS, check_fields, field_of
 from chartjax.tasks import ocr_boxes, seq2seq
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
@@ -310,7 +310,15 @@ INFERENCE = InferenceSpec(
 )
 
 
+# The reference fields and their types (a record table or title of NaN would crash CS).
+REFERENCE_FIELDS = {
+    "target": TEXTS,
+    **dict.fromkeys(("records", "title", "split", "chart_type", "complexity"), TEXT),
+}
+
+
 def _score_files(inputs: ScoreInputs):
+    check_fields(inputs.references, REFERENCE_FIELDS)
     ids = list(inputs.references)
     rows = [inputs.references[i] for i in ids]
     # A missing summary is the empty text: 0 in BLEU, ROUGE, METEOR, CIDEr and CS.

@@ -58,7 +58,7 @@ import gin
 from chartjax.data import sources, tables
 from chartjax.metrics import chartcheck as cc_metrics
 from chartjax.metrics import prediction_files
-from chartjax.metrics.prediction_files import field_of
+from chartjax.metrics.prediction_files import TEXT, TEXT_LIST, check_fields, field_of
 from chartjax.metrics.scores import Scores
 from chartjax.tasks import seq2seq
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
@@ -302,9 +302,7 @@ def check_ids(source: sources.TfdsSource, splits, rows: dict, path: str, what: s
 
 def _train_examples(source: sources.TfdsSource, split: str) -> list[dict]:
     out = []
-    for ex in (
-        source.builder().as_dataset(split=split, decoders=source.decoders()).as_numpy_iterator()
-    ):
+    for ex in source.examples(split, 0, 1):
         ex = {k: sources.as_python(ex[k]) for k in FIELD_KEYS}
         ex["label"] = "TRUE" if int(ex["label"]) == SUPPORTS else "FALSE"
         out.append(ex)
@@ -510,7 +508,25 @@ INFERENCE = InferenceSpec(
 )
 
 
+def _is_gold(value) -> bool:
+    try:
+        cc_metrics.parse_gold(value)
+    except ValueError:
+        return False
+    return True
+
+
+# The reference fields and their types ("Filter" as reasoning_types would be six letters).
+REFERENCE_FIELDS = {
+    "target": ("a label: TRUE/FALSE, supports/refutes, Yes/No or 1/0", _is_gold),
+    "explanation": TEXT,
+    "chart_type": TEXT,
+    "reasoning_types": TEXT_LIST,
+}
+
+
 def _score_files(inputs: ScoreInputs) -> Scores:
+    check_fields(inputs.references, REFERENCE_FIELDS)
     ids = list(inputs.references)
     rows = [inputs.references[i] for i in ids]
     preds = inputs.predictions

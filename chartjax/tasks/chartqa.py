@@ -9,6 +9,7 @@ ChartQA is not one of chartjax's four corpora (no builder): this module serves
 from __future__ import annotations
 
 from chartjax.metrics import chartqa as chartqa_metrics
+from chartjax.metrics.prediction_files import TEXTS, check_fields
 from chartjax.metrics.scores import Scores
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, answer_prediction
 
@@ -23,6 +24,7 @@ INFERENCE = InferenceSpec(
 
 
 def _score_files(inputs: ScoreInputs) -> Scores:
+    check_fields(inputs.references, {"target": TEXTS})
     ids = list(inputs.references)
     # A missing prediction (None) is wrong, even against an empty target.
     outputs = [

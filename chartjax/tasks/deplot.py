@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import gin
 
 from chartjax.data import sources, tables
+from chartjax.metrics.prediction_files import TEXTS, check_fields
 from chartjax.tasks import seq2seq
 from chartjax.tasks.chart_info_tables import (
     CHART_INFO_KEYS,
@@ -172,6 +173,7 @@ INFERENCE = InferenceSpec(
 def _score_files(inputs: ScoreInputs):
     from chartjax.metrics import tables as table_metrics
 
+    check_fields(inputs.references, {"target": TEXTS})
     ids = list(inputs.references)
     # A missing prediction (None) is wrong in every metric; the empty table would not be (its
     # RMS precision is vacuously 1, and its RNSS is 1 against a table without numbers).

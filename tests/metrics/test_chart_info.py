@@ -258,6 +258,50 @@ def test_task6b_scatter_box_and_missing():
     assert out["score"] == pytest.approx(0.5)  # the missing prediction scores 0 (spec)
 
 
+# ---- non-finite values: a bad reference is refused, a prediction scores as wrong -----------
+
+
+@pytest.mark.parametrize("bad", ["NaN", "-inf", math.inf])
+def test_task6b_refuses_a_non_finite_reference_value(bad):
+    gt = {"a": _series("line", ("s", [(0, 1), (1, bad)]))}
+    with pytest.raises(ValueError, match=r"ground truth 'a': task6\.output\.data series\[0\]"):
+        CI.task6b(gt, {"a": _series("line", ("s", []))})
+    box = {**_t1("vertical box"), **_t("task6", {"data series": [{"data": {"median": bad}}]})}
+    with pytest.raises(ValueError, match=r"data series\[0\]\.data\.median is .*finite number"):
+        CI.task6b({"a": box}, {})
+    # A text x is a category name ("NaN" can be one); a JSON NaN is no name.
+    with pytest.raises(ValueError, match=r"data\[1\]\.x is NaN"):
+        CI.task6b({"a": _series("line", ("s", [(0, 1), (math.nan, 2)]))}, {})
+
+
+@pytest.mark.parametrize("chart_type", ["line", "vertical bar", "scatter"])
+@pytest.mark.parametrize("compat", ["spec", "chartinfo2020", "icdar2019"])
+@pytest.mark.parametrize("bad", ["NaN", math.inf, -math.inf])
+def test_task6b_a_non_finite_predicted_value_scores_as_a_wrong_one(chart_type, compat, bad):
+    # A constant series: the bar cost's sigma is 0 there, where (diff > 0) passed NaN as right.
+    gt = {"a": _series(chart_type, ("s", [(1, 5), (2, 5), (3, 5)]))}
+
+    def score(y):
+        pred = {"a": _series(chart_type, ("s", [(1, 5), (2, 5), (3, y)]))}
+        return CI.task6b(gt, pred, compat=compat).metrics["score"]
+
+    assert score(bad) == pytest.approx(score(1e12)) and score(1e12) < score(5) == 1.0
+
+
+def test_task4_and_5_refuse_a_nan_reference_and_score_a_nan_prediction_as_wrong():
+    sizes = {"a": (640, 480)}
+    with pytest.raises(ValueError, match=r"'a': task4\.output\.axes\.x-axis\[0\]\.tick_pt\.y"):
+        CI.task4({"a": _axes({1: (100, "NaN")}, {})}, {}, sizes)
+    gt = {"a": _axes({1: (100, 100)}, {})}
+    far = CI.task4(gt, {"a": _axes({1: (900, 100)}, {})}, sizes).metrics
+    assert CI.task4(gt, {"a": _axes({1: (math.nan, 100)}, {})}, sizes).metrics == far
+    with pytest.raises(ValueError, match=r"'a': task5\.output\.legend_pairs\[0\]\.bb\.x0 is"):
+        CI.task5({"a": _legend((1, _bb(math.inf, 0, 4, 4)))}, {})
+    gt = {"a": _legend((1, _bb(0, 0, 4, 4)))}
+    far = CI.task5(gt, {"a": _legend((1, _bb(90, 90, 4, 4)))}).metrics
+    assert CI.task5(gt, {"a": _legend((1, _bb(0, 0, "NaN", 4)))}).metrics == far
+
+
 # ---- task 6a ------------------------------------------------------------------------------
 
 

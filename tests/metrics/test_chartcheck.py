@@ -50,3 +50,8 @@ def test_chartcheck_unparseable_counted_or_dropped():
     dropped = CC.chartcheck_scores(gens, gold, drop_unparseable=True)
     assert dropped.metrics["accuracy"] == pytest.approx(1 / 3)
     assert dropped.metrics["num_unparseable"] == 1
+
+
+def test_reasoning_types_as_a_string_is_refused_not_split_into_letters():
+    with pytest.raises(ValueError, match=r"reasoning_types\[1\] is a string; expected a list"):
+        CC.chartcheck_scores(["true", "false"], ["TRUE", "FALSE"], reasoning_types=[[], "Filter"])

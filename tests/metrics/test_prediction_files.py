@@ -78,3 +78,16 @@ def test_require_ids_and_field_of():
         P.require_ids({"a": {}}, ["a", "x", "y"], "t.jsonl", "tables_file", "test")
     assert P.field_of([{"k": 1}, {"k": 2}], "k") == [1, 2]
     assert P.field_of([{"k": 1}, {}], "k") is None and P.field_of([], "k") is None
+
+
+def test_check_fields_names_the_row_where_it_can(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"id": "a", "target": "x"}\n{"id": "b", "target": ["x", 1]}\n')
+    rows = P.read_id_rows(path, "--references")
+    message = f"{path}:2 (id 'b'): field 'target' is [\"x\", 1]; expected a string or a non-empty"
+    with pytest.raises(P.PredictionFileError, match=re.escape(message)):
+        P.check_fields(rows, {"target": P.TEXTS})
+    P.check_fields(rows, {"title": P.TEXT})  # a field the rows lack is not checked
+    # Rows not read from a file (a TFDS split) are named by id.
+    with pytest.raises(P.PredictionFileError, match=r"^reference id 'b': field 'target' is \[\]"):
+        P.check_fields({"a": {"target": "x"}, "b": {"target": []}}, {"target": P.TEXTS})

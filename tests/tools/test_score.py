@@ -1,6 +1,7 @@
 """chartjax-score end to end on small files, plus the no-jax/no-tensorflow import rule."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -424,3 +425,148 @@ def test_chart_info_refuses_a_prediction_file_that_is_not_an_object(tmp_path, ca
     assert {k: v for k, v in lenient["metrics"].items() if k not in drop} == {
         k: v for k, v in missing["metrics"].items() if k not in drop
     }
+
+
+# -- references that cannot be scored: refused naming file, line and field; no metrics.json ------
+
+BAD_REFERENCES = [
+    ("chartqa", {"target": 12}, "field 'target' is 12; expected a string or a non-empty list"),
+    ("chartqa", {"target": float("nan")}, "field 'target' is NaN; expected a string or a"),
+    ("chartqa", {"target": None}, "field 'target' is null; expected a string or a non-empty"),
+    ("deplot", {"target": 5}, "field 'target' is 5; expected a string or a non-empty list"),
+    (
+        "chart_to_text",
+        {"target": "Sales rose .", "records": float("nan"), "title": "Sales"},
+        "field 'records' is NaN; expected a string",
+    ),
+    (
+        "chartcheck",
+        {"target": "TRUE", "explanation": None},
+        "field 'explanation' is null; expected a string",
+    ),
+    (
+        "chartcheck",
+        {"target": "TRUE", "reasoning_types": "Filter"},
+        "field 'reasoning_types' is \"Filter\"; expected a list of strings",
+    ),
+    ("chartcheck", {"target": "maybe"}, "field 'target' is \"maybe\"; expected a label: TRUE"),
+]
+
+
+@pytest.mark.parametrize("task, bad, message", BAD_REFERENCES)
+def test_a_reference_field_of_the_wrong_type_names_file_line_and_field(
+    tmp_path, capsys, task, bad, message
+):
+    good = JSONL_TASKS[task][0][0]
+    refs = tmp_path / "r.jsonl"  # by hand: write_jsonl refuses NaN
+    refs.write_text(
+        "".join(json.dumps(r) + "\n" for r in ({"id": "r0", **good}, {"id": "r1", **bad}))
+    )
+    preds = _jsonl(
+        tmp_path / "p.jsonl",
+        [{"id": f"r{i}", "prediction": "The claim is true. Sales rose ."} for i in range(2)],
+    )
+    args = ["--task", task, "--predictions", preds, "--references", str(refs)]
+    rc, _, out = _run(tmp_path, *args)
+    assert rc == 2 and not out.exists()
+    assert f"chartjax-score: error: {task}: {refs}:2 (id 'r1'): {message}" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_bad_target_in_the_predictions_file_names_that_file_and_line(tmp_path, capsys):
+    preds = _jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "a", "prediction": "12", "target": "12"},
+            {"id": "b", "prediction": "12", "target": 12},
+        ],
+    )
+    rc, _, out = _run(tmp_path, "--task", "chartqa", "--predictions", preds)
+    assert rc == 2 and not out.exists()
+    assert f"{preds}:2 (id 'b'): field 'target' is 12" in capsys.readouterr().err
+
+
+def test_a_reference_without_target_names_file_and_line(tmp_path, capsys):
+    preds = _jsonl(tmp_path / "p.jsonl", [{"id": "a", "prediction": "1"}])
+    refs = _jsonl(tmp_path / "r.jsonl", [{"id": "a", "answer": "1"}])
+    rc, _, out = _run(tmp_path, "--task", "chartqa", "--predictions", preds, "--references", refs)
+    assert rc == 2 and not out.exists()
+    assert f"{refs}:1 (id 'a'): no 'target' field" in capsys.readouterr().err
+
+
+def _chart_info_args(tmp_path, task, gt_obj, pred_obj):
+    gt_dir, pred_dir, img_dir = tmp_path / "gt", tmp_path / "pred", tmp_path / "img"
+    for folder, obj in ((gt_dir, gt_obj), (pred_dir, pred_obj)):
+        folder.mkdir()
+        (folder / "c.json").write_text(json.dumps(obj))
+    img_dir.mkdir()
+    Image.new("RGB", (640, 480)).save(img_dir / "c.png")
+    return [
+        *("--task", f"chart_info_task{task}", "--predictions", str(pred_dir)),
+        *("--references", str(gt_dir), "--images", str(img_dir)),
+    ]
+
+
+def _line_chart(*ys):
+    series = {"name": "s", "data": [{"x": x, "y": y} for x, y in enumerate(ys)]}
+    return {
+        "task1": {"output": {"chart_type": "line"}},
+        "task6": {"output": {"data series": [series]}},
+    }
+
+
+@pytest.mark.parametrize(
+    "value, written", [("NaN", '"NaN"'), ("inf", '"inf"'), (math.inf, "Infinity")]
+)
+def test_chart_info_6b_refuses_a_non_finite_reference_value(tmp_path, capsys, value, written):
+    # Before: the value was dropped, so an empty (or NaN) prediction scored 1.0 in every metric.
+    args = _chart_info_args(tmp_path, "6b", _line_chart(1, value), _line_chart())
+    rc, _, out = _run(tmp_path, *args)
+    assert rc == 2 and not out.exists()
+    assert (
+        f"chart_info_task6b: {tmp_path / 'gt' / 'c.json'}: task6.output.data series[0].data[1].y "
+        f"is {written}; a reference value must be a finite number" in capsys.readouterr().err
+    )
+
+
+def test_chart_info_6b_scores_a_non_finite_prediction_as_wrong(tmp_path):
+    args = _chart_info_args(tmp_path, "6b", _line_chart(1, 2, 3), _line_chart(1, 2, "NaN"))
+    rc, obj, _ = _run(tmp_path, *args)
+    assert rc == 0 and obj["metrics"]["ds_score"] < 0.9  # 1 - the NaN point's share
+
+
+NAN_REFERENCES = {
+    "4": (
+        {
+            "task4": {
+                "output": {
+                    "axes": {"x-axis": [], "y-axis": [{"id": 1, "tick_pt": {"x": 3, "y": "NaN"}}]}
+                }
+            }
+        },
+        'task4.output.axes.y-axis[0].tick_pt.y is "NaN"',
+    ),
+    "5": (
+        {
+            "task5": {
+                "output": {
+                    "legend_pairs": [
+                        {"id": 1, "bb": {"x0": 1, "y0": 2, "width": math.nan, "height": 3}}
+                    ]
+                }
+            }
+        },
+        "task5.output.legend_pairs[0].bb.width is NaN",
+    ),
+}
+
+
+@pytest.mark.parametrize("task", sorted(NAN_REFERENCES))
+def test_chart_info_4_and_5_name_the_file_and_field_of_a_nan_reference(tmp_path, capsys, task):
+    gt, field = NAN_REFERENCES[task]
+    rc, _, out = _run(tmp_path, *_chart_info_args(tmp_path, task, gt, gt))
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert f"chart_info_task{task}: {tmp_path / 'gt' / 'c.json'}: {field}; a reference" in err
+    assert "not a finite number" not in err  # the old message, from metrics.json's check
