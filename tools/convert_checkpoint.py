@@ -7,10 +7,11 @@
 Formats:
   t5x       a `checkpoint_<step>` directory (msgpack `checkpoint` + zarr arrays); the model config
             is inferred from the shapes (chartjax.interop.t5x.infer_config).
-  hf        a HuggingFace directory (`config.json` + `model.safetensors` or `pytorch_model.bin`)
-            of T5, Pix2Struct, DeBERTa-v2/v3 (`DebertaV2ForSequenceClassification`), TAPAS
-            (`TapasForSequenceClassification`) or BART (`BartForConditionalGeneration`), the family
-            and size read from config.json. Supported: DeBERTa's relative_attention,
+  hf        a HuggingFace directory (`config.json` + `model.safetensors` or `pytorch_model.bin`,
+            or the shards their `*.index.json` lists; every tensor must be used, so a config.json
+            with fewer layers than the weights is refused) of T5, Pix2Struct, DeBERTa-v2/v3
+            (`DebertaV2ForSequenceClassification`), TAPAS (`TapasForSequenceClassification`) or
+            BART (`BartForConditionalGeneration`), the family and size read from config.json. Supported: DeBERTa's relative_attention,
             position_buckets, max_relative_positions, pos_att_type (c2p, p2c), share_att_key,
             norm_rel_ebd (none, layer_norm), position_biased_input, conv_kernel_size (0 or odd);
             TAPAS's type_vocab_sizes, reset_position_index_per_cell; BART's scale_embedding,
@@ -19,11 +20,15 @@ Formats:
             field (the config dataclasses' from_hf_config).
   chartjax  an Orbax params checkpoint: OUT/config.json (family + model config) and OUT/params/
             (layout in chartjax/interop/chartjax_ckpt.py); as input also a train run's step
-            folder `<workdir>/checkpoints/<step>` (model rebuilt from `<workdir>/config.gin`).
+            folder `<workdir>/checkpoints/<step>`, or the workdir itself (its latest step), the
+            model rebuilt from `<workdir>/config.gin`.
 
 A classifier's label names (`id2label`) and the checkpoint's tokenizer files (spm.model,
 vocab.txt, tokenizer.json, vocab.json + merges.txt, ...) travel with it between hf and chartjax
 directories, so `chartjax-infer` can read the output alone.
+
+The output must be a new or empty directory, checked before the work; it is written under a
+temporary name beside it and renamed when complete, so a failure (a full disk) leaves nothing.
 
 Prints one JSON line: source, destination, family, parameter count and seconds.
 """
@@ -58,8 +63,10 @@ def load_any(fmt: str, path: str):
         from chartjax.interop import hf
 
         return hf.load(path)[0], 0
-    from chartjax.interop import chartjax_ckpt
+    from chartjax.interop import chartjax_ckpt, formats
 
+    if os.path.isdir(os.path.join(path, "checkpoints")):  # a run's workdir: its latest step
+        path = formats.locate(path, "chartjax").path
     if chartjax_ckpt.is_run_checkpoint(path):  # a train run's <workdir>/checkpoints/<step>
         return chartjax_ckpt.load_run(path)[0], int(os.path.basename(os.path.normpath(path)))
     return load_chartjax(path)[0], 0
@@ -73,6 +80,77 @@ def _labels_and_tokenizer(fmt: str, path: str) -> tuple[tuple[str, ...] | None, 
         return None, []
     loc = formats.locate(path, fmt)
     return formats.read_labels(loc), formats.tokenizer_files(formats.tokenizer_dir(loc) or "")
+
+
+def write(a, model, step: int, labels, tokenizer: list[str], out: str) -> None:
+    """Write `model` in format `a.dst` into directory `out` (with the tokenizer files)."""
+    if a.dst == "t5x":
+        from chartjax.interop import t5x
+
+        t5x.save(
+            model,
+            out,
+            step=a.step if a.step is not None else step,
+            dtype=a.t5x_dtype,
+            layout=a.t5x_layout,
+        )
+    elif a.dst == "hf":
+        from chartjax.interop import hf
+
+        hf.save(model, out, safe_serialization=not a.pytorch_bin, labels=labels)
+    else:
+        save_chartjax(model, out, labels=labels)
+    if a.dst != "t5x":
+        for f in tokenizer:
+            shutil.copy(f, os.path.join(out, os.path.basename(f)))
+
+
+def claim_output(out: str) -> tuple[str, str, list[str]]:
+    """Check, before any work, that directory `out` can be written: it must be absent or an
+    empty directory, and a directory made beside it. Returns (the destination, symbolic links
+    resolved; that temporary directory, which the output is written into and then renamed to
+    the destination; the parent directories made for it). Raises ValueError or OSError with a
+    one-line reason."""
+    out, dest = os.path.abspath(out), os.path.realpath(out)
+    if os.path.isdir(dest):
+        if os.listdir(dest):
+            raise ValueError(f"output exists and is not empty: {out}")
+    elif os.path.lexists(dest):
+        raise ValueError(f"output {out} exists and is not a directory")
+    parent = os.path.dirname(dest)
+    made = []
+    p = parent
+    while not os.path.lexists(p):
+        made.append(p)
+        p = os.path.dirname(p)
+    if not os.path.isdir(p):
+        raise ValueError(f"cannot write output {out}: {p} is a file, not a directory")
+    try:
+        os.makedirs(parent, exist_ok=True)
+        # A random name, so a killed run's leftover never blocks the next; os.mkdir (not
+        # mkdtemp) keeps the umask's permissions, which the output then has.
+        tmp = os.path.join(parent, f".{os.path.basename(dest)}.{os.urandom(4).hex()}.partial")
+        os.mkdir(tmp)
+    except OSError as e:
+        _remove_dirs(made)
+        where = os.path.dirname(e.filename) if e.filename else parent
+        raise OSError(
+            f"cannot write output {out}: cannot create a directory in {where} ({e.strerror or e})"
+        ) from None
+    return dest, tmp, made
+
+
+def _remove_dirs(made: list[str]) -> None:
+    for d in made:  # deepest first; only the ones still empty
+        try:
+            os.rmdir(d)
+        except OSError:
+            break
+
+
+def _fail(msg) -> None:
+    print(f"chartjax-convert: {msg}", file=sys.stderr)
+    sys.exit(1)
 
 
 def main(argv=None) -> None:
@@ -99,41 +177,32 @@ def main(argv=None) -> None:
     a = p.parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     if not os.path.exists(a.input):
         p.error(f"input not found: {a.input}")
-    if os.path.exists(a.output) and os.listdir(a.output):
-        p.error(f"output exists and is not empty: {a.output}")
-    t0 = time.time()
     try:
-        model, step = load_any(a.src, a.input)
-        labels, tokenizer = _labels_and_tokenizer(a.src, a.input)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"chartjax-convert: {e}", file=sys.stderr)
-        sys.exit(1)
-    if a.dst == "t5x" and type(model).__name__ not in ("T5Transformer", "Pix2Struct"):
-        print(
-            f"chartjax-convert: T5X checkpoints hold T5 / Pix2Struct models, not "
-            f"{type(model).__name__}",
-            file=sys.stderr,
-        )
-        sys.exit(1)
-    if a.dst == "t5x":
-        from chartjax.interop import t5x
-
-        t5x.save(
-            model,
-            a.output,
-            step=a.step if a.step is not None else step,
-            dtype=a.t5x_dtype,
-            layout=a.t5x_layout,
-        )
-    elif a.dst == "hf":
-        from chartjax.interop import hf
-
-        hf.save(model, a.output, safe_serialization=not a.pytorch_bin, labels=labels)
-    else:
-        save_chartjax(model, a.output, labels=labels)
-    if a.dst != "t5x":
-        for f in tokenizer:
-            shutil.copy(f, os.path.join(a.output, os.path.basename(f)))
+        dest, tmp, made = claim_output(a.output)  # before the work, which may take minutes
+    except (OSError, ValueError) as e:
+        _fail(e)
+    t0 = time.time()
+    done = False
+    try:
+        try:
+            model, step = load_any(a.src, a.input)
+            labels, tokenizer = _labels_and_tokenizer(a.src, a.input)
+        except (OSError, ValueError) as e:
+            _fail(e)
+        if a.dst == "t5x" and type(model).__name__ not in ("T5Transformer", "Pix2Struct"):
+            _fail(f"T5X checkpoints hold T5 / Pix2Struct models, not {type(model).__name__}")
+        try:
+            write(a, model, step, labels, tokenizer, tmp)
+            os.rename(tmp, dest)  # the output appears whole or not at all
+        except OSError as e:
+            _fail(f"cannot write {a.output}: {e}")
+        except ValueError as e:  # a model the output format cannot hold
+            _fail(e)
+        done = True
+    finally:
+        if not done:
+            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_dirs(made)
     import jax
     from flax import nnx
 

@@ -4,7 +4,8 @@ What a path may be (checked in this order):
   t5x       a directory holding the msgpack file `checkpoint` (`checkpoint_<step>/`, or an
             official release folder such as DePlot's `v1/`); or a folder of `checkpoint_<step>/`
             subfolders, of which the highest step is taken.
-  hf        `config.json` + `*.safetensors` or `pytorch_model*.bin`.
+  hf        `config.json` + `*.safetensors` or `pytorch_model*.bin` (which of them are read:
+            chartjax/interop/hf_files.py, as HF reads them).
   chartjax  `config.json` + `params/` (`chartjax-convert --to chartjax`); or a train run's step
             folder `<workdir>/checkpoints/<step>` (model from `<workdir>/config.gin`); or a run
             workdir, of which the latest step of `checkpoints/` is taken.
@@ -16,7 +17,6 @@ mismatch is reported before gigabytes of weights are read.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 
@@ -110,14 +110,9 @@ def read_config(loc: Located, *, dtype: str = "float32"):
 
         return t5x.infer_config(loc.path, dtype=dtype)
     if loc.fmt == "hf":
-        from chartjax.interop import hf
+        from chartjax.interop import hf, hf_files
 
-        cfg_file = os.path.join(loc.path, "config.json")
-        with open(cfg_file) as f:
-            try:
-                raw = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+        raw, cfg_file = hf_files.read_config(loc.path)
         if raw.get("model_type") == "bart":  # generation_config.json's token rules win
             from chartjax.interop import hf_bart
 
@@ -142,15 +137,21 @@ def read_labels(loc: Located) -> tuple[str, ...] | None:
     return None
 
 
-def _run_source(loc: Located) -> str | None:
-    """The HF checkpoint a train run took its model from (`hf_model_config.path`), if any."""
+def run_config_file(loc: Located) -> str | None:
+    """The saved gin config (`<workdir>/config.gin`) of a train run's step folder, if any."""
     if not loc.run:
         return None
-    from chartjax.interop import saved_gin
-
     workdir = os.path.dirname(os.path.dirname(os.path.abspath(loc.path)))
     gin_file = os.path.join(workdir, chartjax_ckpt.RUN_CONFIG)
-    return saved_gin.hf_source(gin_file) if os.path.isfile(gin_file) else None
+    return gin_file if os.path.isfile(gin_file) else None
+
+
+def _run_source(loc: Located) -> str | None:
+    """The HF checkpoint a train run took its model from (`hf_model_config.path`), if any."""
+    from chartjax.interop import saved_gin
+
+    gin_file = run_config_file(loc)
+    return saved_gin.hf_source(gin_file) if gin_file else None
 
 
 def tokenizer_dir(loc: Located) -> str | None:

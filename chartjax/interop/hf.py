@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import warnings
 from collections.abc import Iterable
 
 import numpy as np
 from flax import nnx
 
+from chartjax.interop import hf_files
 from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
@@ -264,8 +264,72 @@ def label_names(hf: dict) -> tuple[str, ...] | None:
 
 def read_labels(path: str) -> tuple[str, ...] | None:
     """The `id2label` names of the HF checkpoint directory `path` (None if it has none)."""
-    with open(os.path.join(path, "config.json")) as f:
-        return label_names(json.load(f))
+    return label_names(hf_files.read_config(path)[0])
+
+
+# Integer fields of config.json, checked before they are compared or reach the config dataclass
+# (a "32" would fail there naming neither file nor field, or as "32 != 32").
+_T5_INTS = (
+    "vocab_size",
+    "d_model",
+    "d_kv",
+    "d_ff",
+    "num_layers",
+    "num_decoder_layers",
+    "num_heads",
+    "relative_attention_num_buckets",
+    "relative_attention_max_distance",
+)
+_P2S_TEXT_INTS = (
+    "vocab_size",
+    "hidden_size",
+    "d_kv",
+    "d_ff",
+    "num_layers",
+    "num_heads",
+    "relative_attention_num_buckets",
+    "relative_attention_max_distance",
+)
+_P2S_VISION_INTS = (
+    "hidden_size",
+    "patch_embed_hidden_size",
+    "d_ff",
+    "d_kv",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "seq_len",
+)
+
+
+def _t5_activation(hf: dict, where: str) -> tuple[str, bool]:
+    """(chartjax activation, gated) of T5's `feed_forward_proj` ("<act>" or "gated-<act>"; HF
+    reads "gated-gelu" as gelu_new)."""
+    ff = hf.get("feed_forward_proj", "relu")
+    if not isinstance(ff, str):
+        raise ValueError(f"{where}: field feed_forward_proj must be a string, got {ff!r}")
+    act = {"gated-gelu": "gelu_new"}.get(ff, ff.removeprefix("gated-"))
+    if act not in _FROM_HF_ACT:
+        raise hf_files.unknown_activation(
+            act,
+            where,
+            "feed_forward_proj",
+            [*_FROM_HF_ACT, *(f"gated-{a}" for a in _FROM_HF_ACT), "gated-gelu"],
+        )
+    return _FROM_HF_ACT[act], ff.startswith("gated-")
+
+
+def _p2s_activation(t: dict, v: dict, where: str) -> str:
+    act = t.get("dense_act_fn", "gelu_new")
+    if act != v.get("dense_act_fn", "gelu_new"):
+        raise ValueError(
+            f"{where}: text_config.dense_act_fn={act!r} != vision_config.dense_act_fn="
+            f"{v.get('dense_act_fn', 'gelu_new')!r}: chartjax needs them equal"
+        )
+    if act not in _FROM_HF_ACT:
+        raise hf_files.unknown_activation(
+            act, where, "text_config.dense_act_fn / vision_config.dense_act_fn", _FROM_HF_ACT
+        )
+    return _FROM_HF_ACT[act]
 
 
 def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
@@ -275,9 +339,8 @@ def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.jso
         return _family(mt).config_from_hf(hf, dtype=dtype, where=where)
     try:
         if mt in ("t5", "mt5", "umt5"):
-            ff = hf.get("feed_forward_proj", "relu")
-            gated = ff.startswith("gated-")
-            act = _FROM_HF_ACT[{"gated-gelu": "gelu_new"}.get(ff, ff.removeprefix("gated-"))]
+            hf_files.check_ints(hf, _T5_INTS, where)
+            act, gated = _t5_activation(hf, where)
             return T5Config(
                 vocab_size=hf["vocab_size"],
                 emb_dim=hf["d_model"],
@@ -305,6 +368,11 @@ def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.jso
             )
         if mt == "pix2struct":
             t, v = hf["text_config"], hf["vision_config"]
+            for name, sub in (("text_config", t), ("vision_config", v)):
+                if not isinstance(sub, dict):
+                    raise ValueError(f"{where}: field {name} must be an object, got {sub!r}")
+            hf_files.check_ints(t, _P2S_TEXT_INTS, where, "text_config.")
+            hf_files.check_ints(v, _P2S_VISION_INTS, where, "vision_config.")
             for tk, vk in (
                 ("hidden_size", "hidden_size"),
                 ("num_heads", "num_attention_heads"),
@@ -313,15 +381,16 @@ def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.jso
             ):
                 if t.get(tk) != v.get(vk):
                     raise ValueError(
-                        f"text_config.{tk}={t.get(tk)} != vision_config.{vk}="
+                        f"{where}: text_config.{tk}={t.get(tk)} != vision_config.{vk}="
                         f"{v.get(vk)}: chartjax needs them equal"
                     )
-            if t.get("dense_act_fn", "gelu_new") != v.get("dense_act_fn", "gelu_new"):
-                raise ValueError("text and vision dense_act_fn differ")
+            act = _p2s_activation(t, v, where)
             pdim = v.get("patch_embed_hidden_size", 768)
             ps = int(round((pdim / 3) ** 0.5))
             if ps * ps * 3 != pdim:
-                raise ValueError(f"vision_config.patch_embed_hidden_size={pdim} is not p*p*3")
+                raise ValueError(
+                    f"{where}: vision_config.patch_embed_hidden_size={pdim} is not p*p*3"
+                )
             return Pix2StructConfig(
                 vocab_size=t["vocab_size"],
                 emb_dim=t["hidden_size"],
@@ -333,7 +402,7 @@ def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.jso
                 dropout_rate=t.get("dropout_rate", 0.1),
                 relative_attention_num_buckets=t.get("relative_attention_num_buckets", 32),
                 relative_attention_max_distance=t.get("relative_attention_max_distance", 128),
-                mlp_activations=(_FROM_HF_ACT[t.get("dense_act_fn", "gelu_new")], "linear"),
+                mlp_activations=(act, "linear"),
                 layer_norm_eps=t.get("layer_norm_epsilon", 1e-6),
                 dtype=dtype,
                 pad_id=t.get("pad_token_id", 0),
@@ -353,43 +422,57 @@ def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.jso
 
 
 def _read_tensors(path: str) -> dict[str, np.ndarray]:
-    """All tensors of an HF directory (single or sharded safetensors, else pytorch .bin)."""
-    files = sorted(os.listdir(path))
-    st = [f for f in files if f.endswith(".safetensors")]
-    out: dict[str, np.ndarray] = {}
-    if st:
-        from safetensors.numpy import load_file
-
-        for f in st:
-            out.update(load_file(os.path.join(path, f)))
-        return out
-    bins = [f for f in files if re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin", f)]
-    if not bins:
-        raise FileNotFoundError(f"{path}: no *.safetensors or pytorch_model*.bin")
-    import torch
-
-    for f in bins:
-        sd = torch.load(os.path.join(path, f), map_location="cpu", weights_only=True)
-        out.update({k: v.float().numpy() for k, v in sd.items()})
-    return out
+    """All tensors of an HF directory (chartjax/interop/hf_files.py says which files)."""
+    return hf_files.read_tensors(path)
 
 
-def _lookup(tensors: dict[str, np.ndarray], name: str, where: str) -> np.ndarray:
-    aliases = {
-        "shared.weight": ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
-        "lm_head.weight": ("shared.weight",),  # tied without rescale (HF v5 T5 v1.1 save)
-        "decoder.lm_head.weight": ("decoder.embed_tokens.weight",),
-    }
-    for n in (name, *aliases.get(name, ())):
+# Stored names that may hold a chartjax tensor instead of its own name (tied copies).
+_ALIASES = {
+    "shared.weight": ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
+    "lm_head.weight": ("shared.weight",),  # tied without rescale (HF v5 T5 v1.1 save)
+    "decoder.lm_head.weight": ("decoder.embed_tokens.weight",),
+}
+# Tensors HF saves as copies of one tensor (`_tied_weights_keys`): a stored one that no variable
+# took counts as used when it equals one of its group that a variable took.
+_TIED = (
+    (
+        "shared.weight",
+        "encoder.embed_tokens.weight",
+        "decoder.embed_tokens.weight",
+        "lm_head.weight",
+    ),
+    ("decoder.embed_tokens.weight", "decoder.lm_head.weight"),
+)
+# In old T5 checkpoints; HF's T5 ignores it too (`_keys_to_ignore_on_load_unexpected`): T5's
+# cross-attention has no relative position bias.
+_IGNORE = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
+
+
+def _lookup(tensors: dict[str, np.ndarray], name: str) -> str | None:
+    for n in (name, *_ALIASES.get(name, ())):
         if n in tensors:
-            return tensors[n]
-    raise KeyError(f"{where}: missing tensor {name}")
+            return n
+    return None
+
+
+def _unused(tensors: dict[str, np.ndarray], used: set[str]) -> dict[str, tuple]:
+    """The stored tensors no variable took, tied copies of taken ones and _IGNORE aside."""
+    out = {}
+    for k, v in tensors.items():
+        if k in used or k in _IGNORE:
+            continue
+        tied = {n for group in _TIED if k in group for n in group} & used
+        if not any(np.array_equal(v, tensors[n]) for n in tied):
+            out[k] = np.shape(v)
+    return out
 
 
 def load_params(
     model, tensors: dict[str, np.ndarray], *, where: str = "checkpoint", seed: int = 0
 ) -> None:
-    """Copy HF tensors into `model` in place (float32), checking every shape.
+    """Copy HF tensors into `model` in place (float32), checking every shape and that every
+    tensor is taken (a config.json with fewer layers than the weights is refused, listing the
+    tensors left over).
 
     `model` may be abstract (`nnx.eval_shape`): its RNG streams are then filled from `seed`, so
     loading never runs the random initializers.
@@ -400,6 +483,9 @@ def load_params(
     name_of = _name_fn(model)
     state = nnx.state(model)
     flat = nnx.to_flat_state(state)
+    used: set[str] = set()
+    missing: dict[str, tuple] = {}
+    shapes: list[tuple[str, tuple, tuple]] = []
     for n, (path, var) in enumerate(flat):
         if isinstance(var, nnx.Param) and _chartjax_only(model, path):
             if isinstance(var.get_value(), jax.ShapeDtypeStruct):
@@ -411,16 +497,30 @@ def load_params(
             )
         elif isinstance(var, nnx.Param):
             name, transpose = name_of(tuple(path))
-            arr = np.asarray(_lookup(tensors, name, where), dtype=np.float32)
+            stored = _lookup(tensors, name)
+            hf_shape = tuple(var.shape)[:: -1 if transpose else 1]
+            if stored is None:
+                missing[name] = hf_shape
+                continue
+            used.add(stored)
+            arr = np.asarray(tensors[stored], dtype=np.float32)
             if transpose:
                 arr = arr.T
             if arr.shape != var.shape:
-                raise ValueError(f"{where}: {name} has shape {arr.shape}, expected {var.shape}")
+                shapes.append((stored, np.shape(tensors[stored]), hf_shape))
+                continue
             var.set_value(jnp.asarray(arr))
         elif isinstance(var, nnx.RngKey) and isinstance(var.get_value(), jax.ShapeDtypeStruct):
             var.set_value(jax.random.fold_in(jax.random.key(seed), n))
         elif isinstance(var, nnx.RngCount) and isinstance(var.get_value(), jax.ShapeDtypeStruct):
             var.set_value(jnp.zeros(var.shape, jnp.uint32))
+    hf_files.refuse_mismatch(
+        where,
+        type(model).__name__,
+        unused=_unused(tensors, used),
+        missing=missing,
+        shapes=shapes,
+    )
     nnx.update(model, nnx.from_flat_state(flat))
 
 
@@ -433,9 +533,7 @@ def load(path: str, *, dtype: str = "float32", seed: int = 0, box_embedding: boo
 
     `box_embedding`: a T5 with the OCR box layer (T5Config.box_embedding), which no HF
     checkpoint has: it starts at zero (a warning says so), the rest is the checkpoint's."""
-    cfg_file = os.path.join(path, "config.json")
-    with open(cfg_file) as f:
-        raw = json.load(f)
+    raw, cfg_file = hf_files.read_config(path)
     if raw.get("model_type") in FAMILIES:
         if box_embedding:
             raise ValueError(f"{cfg_file}: box_embedding is a T5 option, not {raw['model_type']}")

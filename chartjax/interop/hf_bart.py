@@ -14,6 +14,7 @@ import os
 import numpy as np
 from flax import nnx
 
+from chartjax.interop.hf_files import check_ints
 from chartjax.interop.hf_tapas import (
     Path,
     leaf,
@@ -79,7 +80,23 @@ def bart_name(path: Path) -> tuple[str, str]:
     raise KeyError(f"no HF name for BART variable {'.'.join(map(str, path))}")
 
 
+# Integer fields of a BART config.json, checked before the config dataclass (which would not
+# name the file).
+INT_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "max_position_embeddings",
+)
+
+
 def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
+    check_ints(hf, INT_FIELDS, where)
     return bart_lib.BartConfig.from_hf_config(hf, dtype=dtype, where=where)
 
 
@@ -116,7 +133,12 @@ def with_generation_config(hf: dict, path: str) -> dict:
     gen_file = os.path.join(path, "generation_config.json")
     if os.path.exists(gen_file):
         with open(gen_file) as f:
-            gen = json.load(f)
+            try:
+                gen = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{gen_file}: invalid JSON ({e})") from None
+        if not isinstance(gen, dict):
+            raise ValueError(f"{gen_file}: expected a JSON object, got {type(gen).__name__}")
         hf = {**hf, **{k: gen[k] for k in _GENERATION_FIELDS if k in gen}}
     return hf
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from flax import nnx
 
+from chartjax.interop.hf_files import check_ints
 from chartjax.interop.hf_tapas import (
     Path,
     bert_layer_name,
@@ -76,7 +77,28 @@ _HEAD = (r"pooler\..*", r"classifier\..*")
 _OTHER_HEADS = (r"lm_predictions\..*", r"mask_predictions\..*", r"cls\..*")
 
 
+# Integer fields of a DeBERTa config.json, checked first: "24" for hidden_size would otherwise
+# be blamed on pooler_hidden_size (which must equal it).
+INT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "embedding_size",
+    "max_relative_positions",
+    "position_buckets",
+    "pooler_hidden_size",
+    "attention_head_size",
+    "conv_kernel_size",
+    "conv_groups",
+)
+
+
 def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
+    check_ints(hf, INT_FIELDS, where)
     return deberta_lib.DebertaConfig.from_hf_config(hf, dtype=dtype, where=where)
 
 

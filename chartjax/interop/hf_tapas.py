@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 from flax import nnx
 
+from chartjax.interop import hf_files
 from chartjax.models import tapas as tapas_lib
 
 Path = tuple[str | int, ...]
@@ -48,6 +49,13 @@ def _from_hf(arr: np.ndarray, kind: str) -> np.ndarray:
     if kind == "row":
         return arr.reshape(-1)
     return arr
+
+
+def _hf_shape(shape: tuple[int, ...], kind: str) -> tuple[int, ...]:
+    """The HF shape of a chartjax variable of `shape` (for messages)."""
+    if kind in ("T", "conv"):
+        return shape[::-1]
+    return (1, *shape) if kind == "row" else shape
 
 
 def mapped_variables(model) -> list[tuple[Path, nnx.Variable]]:
@@ -85,6 +93,8 @@ def load_state_dict(
 
     aliases = aliases or {}
     used: set[str] = set()
+    missing: dict[str, tuple] = {}
+    shapes: list[tuple[str, tuple, tuple]] = []
     missing_ok = [re.compile(p) for p in allow_missing]
     flat = nnx.to_flat_state(nnx.state(model))
     for n, (path, var) in enumerate(flat):
@@ -102,17 +112,25 @@ def load_state_dict(
         if not found:
             abstract = isinstance(var.get_value(), jax.ShapeDtypeStruct)
             if abstract or not any(p.fullmatch(name) for p in missing_ok):
-                raise KeyError(f"{where}: missing tensor {name}")
+                missing[name] = _hf_shape(tuple(var.shape), kind)
             continue
         used.update(found)
         arr = _from_hf(np.asarray(tensors[found[0]], dtype=np.float32), kind)
         if arr.shape != tuple(var.shape):
-            raise ValueError(f"{where}: {found[0]} has shape {arr.shape}, expected {var.shape}")
+            shapes.append(
+                (found[0], np.shape(tensors[found[0]]), _hf_shape(tuple(var.shape), kind))
+            )
+            continue
         var.set_value(jnp.asarray(arr))
     pats = [re.compile(p) for p in ignore]
-    extra = sorted(k for k in tensors if k not in used and not any(p.fullmatch(k) for p in pats))
-    if extra:
-        raise ValueError(f"{where}: tensors chartjax does not implement: {extra[:8]}")
+    unused = {
+        k: np.shape(v)
+        for k, v in tensors.items()
+        if k not in used and not any(p.fullmatch(k) for p in pats)
+    }
+    hf_files.refuse_mismatch(
+        where, type(model).__name__, unused=unused, missing=missing, shapes=shapes
+    )
     nnx.update(model, nnx.from_flat_state(flat))
 
 
@@ -131,25 +149,8 @@ def to_state_dict(
 
 
 def read_tensors(path: str) -> dict[str, np.ndarray]:
-    """All tensors of an HF directory (single or sharded safetensors, else pytorch .bin)."""
-    files = sorted(os.listdir(path))
-    st = [f for f in files if f.endswith(".safetensors")]
-    out: dict[str, np.ndarray] = {}
-    if st:
-        from safetensors.numpy import load_file
-
-        for f in st:
-            out.update(load_file(os.path.join(path, f)))
-        return out
-    bins = [f for f in files if re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin", f)]
-    if not bins:
-        raise FileNotFoundError(f"{path}: no *.safetensors or pytorch_model*.bin")
-    import torch
-
-    for f in bins:
-        sd = torch.load(os.path.join(path, f), map_location="cpu", weights_only=True)
-        out.update({k: v.float().numpy() for k, v in sd.items()})
-    return out
+    """All tensors of an HF directory (chartjax/interop/hf_files.py says which files)."""
+    return hf_files.read_tensors(path)
 
 
 def write_dir(
@@ -180,9 +181,7 @@ def write_dir(
 
 
 def read_config(path: str) -> tuple[dict, str]:
-    cfg_file = os.path.join(path, "config.json")
-    with open(cfg_file) as f:
-        return json.load(f), cfg_file
+    return hf_files.read_config(path)
 
 
 def leaf(prefix: str, name: str) -> tuple[str, str]:
@@ -250,7 +249,21 @@ def tapas_name(path: Path) -> tuple[str, str]:
     raise KeyError(f"no HF name for TAPAS variable {_str(path)}")
 
 
+# Integer fields of a TAPAS config.json, checked before they reach a comparison or the config
+# dataclass (neither would name the file).
+INT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_sizes",
+)
+
+
 def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
+    hf_files.check_ints(hf, INT_FIELDS, where)
     return tapas_lib.TapasConfig.from_hf_config(hf, dtype=dtype, where=where)
 
 
