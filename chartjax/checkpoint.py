@@ -10,6 +10,10 @@ damaged one (a truncated or missing array file, a missing `_METADATA`) is report
 renamed to `<step>.damaged` beside the others (kept, and out of Orbax's sight, so neither its
 keep-N policy deletes it nor a save of the same step collides with it). A checkpoint whose
 parameters differ from the model is a `ModelMismatchError` naming each parameter and both shapes.
+
+Stopping (`Checkpointer.install_stop_handlers`): SIGTERM, a multi-host preemption notice, or a
+first Ctrl-C make `should_stop` true, and the loop saves and stops after the step it is in; a
+second Ctrl-C aborts at once (KeyboardInterrupt).
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ class ModelMismatchError(CheckpointError):
 
 class DamagedCheckpointError(CheckpointError):
     """No checkpoint of the run can be read; the message lists each one and why."""
+
+
+# Why a run stopped early (train.train's `stop_reason`); both are rerun to resume.
+PREEMPTED = "preempted (SIGTERM)"
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 class Checkpointer:
@@ -77,8 +86,9 @@ class Checkpointer:
                 ),
                 item_names=("state", "meta"),
             )
-        self._sigterm = threading.Event()
-        self._previous_sigterm = None  # the handler install_sigterm_handler replaced
+        self._stop_reason: str | None = None  # set by a signal handler
+        self._ctrl_c = False  # a first Ctrl-C came: the next one aborts
+        self._previous_handlers: dict = {}  # signal -> the handler install_stop_handlers replaced
 
     # -- saving -------------------------------------------------------------------------------
 
@@ -178,26 +188,57 @@ class Checkpointer:
 
     # -- preemption ---------------------------------------------------------------------------
 
-    def install_sigterm_handler(self) -> None:
-        """SIGTERM sets a flag; the train loop saves and exits cleanly at the next step."""
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, lambda *_: self._sigterm.set())
-            if self._previous_sigterm is None:
-                self._previous_sigterm = previous
+    def install_stop_handlers(self, report: Callable[[str], None] = logging.warning) -> None:
+        """SIGTERM asks the train loop to save and stop after the current step. So does a first
+        Ctrl-C (SIGINT), which says so through `report`; a second one raises KeyboardInterrupt
+        at once, as Python's own handler would. Ctrl-C is left alone where the caller ignores
+        SIGINT (nohup, `&` in a script) and on multi-host runs: there every process must stop at
+        the same step, which JAX's preemption sync gives SIGTERM and nothing gives a terminal's
+        Ctrl-C to one process."""
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal.signal works on the main thread only
+
+        def on_sigterm(signum, frame):
+            self._stop_reason = self._stop_reason or PREEMPTED
+
+        def on_sigint(signum, frame):
+            if self._ctrl_c:
+                raise KeyboardInterrupt
+            self._ctrl_c = True
+            self._stop_reason = self._stop_reason or INTERRUPTED
+            report(
+                "Ctrl-C: saving a checkpoint after this step, then stopping "
+                "(press Ctrl-C again to abort without saving)"
+            )
+
+        handlers = {signal.SIGTERM: on_sigterm}
+        if jax.process_count() == 1 and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            handlers[signal.SIGINT] = on_sigint
+        for signum, handler in handlers.items():
+            previous = signal.signal(signum, handler)
+            self._previous_handlers.setdefault(signum, previous)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """PREEMPTED or INTERRUPTED once a stop was asked for, else None."""
+        return self._stop_reason
 
     def should_stop(self, step: int) -> bool:
-        if self._sigterm.is_set():
+        if self._stop_reason is not None:
             return True
         # On multi-host runs JAX's preemption sync point makes every process agree.
-        return jax.process_count() > 1 and self.manager.reached_preemption(step)
+        if jax.process_count() > 1 and self.manager.reached_preemption(step):
+            self._stop_reason = PREEMPTED
+            return True
+        return False
 
     def close(self) -> None:
-        """Waits for pending saves, closes the managers and puts back the SIGTERM handler that
-        install_sigterm_handler replaced."""
-        if self._previous_sigterm is not None:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
-                self._previous_sigterm = None
+        """Waits for pending saves, closes the managers and puts back the signal handlers that
+        install_stop_handlers replaced."""
+        if threading.current_thread() is threading.main_thread():
+            for signum, previous in self._previous_handlers.items():
+                signal.signal(signum, previous)
+            self._previous_handlers = {}
         self.manager.wait_until_finished()
         self.manager.close()
         if self.best is not None:

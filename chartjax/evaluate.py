@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 import gin
 import jax
@@ -20,6 +21,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec
 
 from chartjax import checkpoint as ckpt_lib
+from chartjax import config_checks as checks
 from chartjax import init_checkpoint
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
@@ -129,6 +131,30 @@ def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict
     return {k: np.concatenate([part[k] for part in loaded]) for k in loaded[0]}
 
 
+def check_splits(task: Task, splits) -> None:
+    """Raises ConfigError, one line per split, for splits the task's built dataset lacks
+    (TFDS split strings: `validation1`, `train1[:10%]`, `a+b`). An indexed source (synthetic
+    tasks) serves every split name; a dataset that is not built is left to the reader to name."""
+    builder = getattr(task.source, "builder", None)
+    if builder is None or not splits:
+        return
+    try:
+        known = list(builder().info.splits)
+    except FileNotFoundError:
+        return
+    problems = []
+    for split in splits:
+        for name in re.split(r"\s*\+\s*", split):
+            name = re.sub(r"\[.*\]$", "", name.strip())
+            if name not in known:
+                problems.append(
+                    f"--split={split}: {task.name} has no split {name!r} (it has "
+                    f"{', '.join(known)}){checks.did_you_mean(name, known)}"
+                )
+    if problems:
+        raise checks.ConfigError("\n".join(problems))
+
+
 @gin.configurable(denylist=["workdir", "checkpoint", "splits"])
 def evaluate(
     workdir: str,
@@ -150,11 +176,25 @@ def evaluate(
     statistics, the step): no optimizer is built. Zero- and few-shot rows have no training run:
     with `init_format` t5x/hf/chartjax (the `init/*.gin` files bind it) and no checkpoint in
     `workdir`, the pretrained weights are evaluated as they are, at step 0.
+
+    The settings and `splits` are checked before the model is built (config_checks.py).
     """
+    checks.check(
+        "evaluate",
+        {
+            "task": (task, checks.one_of(catalog.TASKS, "task")),
+            "seed": (seed, checks.non_negative_int),
+            "mesh_shape": (mesh_shape, checks.mesh_shape),
+            "rules": (rules, checks.one_of(mesh_lib.RULES_PRESETS, "rules preset")),
+            "eval_batch_size": (eval_batch_size, checks.positive_int),
+            "init_format": (init_format, checks.one_of(init_checkpoint.FORMATS, "init format")),
+        },
+    )
     mesh_lib.initialize_distributed()
     mesh = mesh_lib.make_mesh(mesh_shape)
     axis_rules = mesh_lib.axis_rules(rules)
     the_task = catalog.get_task(task)
+    check_splits(the_task, splits or ())
     spec, init_fn = state_lib.create(model_fn, optax.identity(), mesh, axis_rules, seed)
     if checkpoint is None:
         step = ckpt_lib.latest_step(workdir)

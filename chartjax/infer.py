@@ -5,9 +5,10 @@ The engine behind `chartjax-infer` (its flags and outputs: chartjax/tools/infer.
 outputs, and whether the model writes text or labels; inputs come from chartjax/infer_inputs.py;
 examples are featurized with the training pipeline's own functions (chartjax/tasks/seq2seq.py:
 header rendering, Pix2Struct patches, SentencePiece or BART's BPE; chartjax/tasks/
-text_classification.py: the DeBERTa / TAPAS tokenizers) and batched by chartjax/data/pipeline.py
-with the eval padding and `_mask`, so a model sees what it was trained on and its step compiles
-once.
+text_classification.py: the DeBERTa / TAPAS tokenizers), so a model sees what it was trained
+on, and batched with a `_mask` on padding rows so its step compiles once. Each batch is split
+over every device of a data-parallel mesh (chartjax/mesh.py, `pipeline.to_global`, as evaluation
+does); rows stream to disk in chunks, and a stopped run resumes (chartjax/infer_output.py).
 
 Two kinds of model: decoders (Pix2Struct, T5, BART) write text, KV-cached greedy or beam search
 (chartjax/models/decoding.py); encoder classifiers (DeBERTa, TAPAS) write the `id2label` name of
@@ -87,35 +88,72 @@ def check_family(cfg, spec: InferenceSpec, where: str) -> None:
 
 @dataclasses.dataclass
 class Engine:
-    """What one kind of model needs: featurize an example, predict a batch, read predictions.
+    """What one kind of model needs: featurize an example, run a batch, read predictions.
 
     featurize(ex) -> (features {name: array}, truncated?); may raise BadExample.
-    make_predict(model) -> batch of features -> device array (dispatched, not waited for).
+    forward: what the device step runs on a batch, a hashable key of `_forward` (so a model
+      structure and batch shape compile once per process, however many runs).
     outputs(exs, host array) -> per example (prediction, extra row fields).
     """
 
     featurize: Callable[[Example], tuple[dict, bool]]
-    make_predict: Callable
+    forward: tuple
     outputs: Callable[[list[Example], np.ndarray], list[tuple[object, dict]]]
 
 
-def make_decoder(model, args):
-    """features [B, ...] -> token ids [B, max_decode_len] (a device array; not waited for):
-    the evaluation's own prediction (greedy, or the best beam)."""
-    from chartjax.tasks import seq2seq
+def _forward(forward: tuple, model, batch):
+    """A decoder's token ids `[B, max_decode_len]` (the evaluation's own prediction: greedy, or
+    the best beam), or a classifier's fp32 logits `[B, num_labels]`."""
+    if forward[0] == "decode":
+        from chartjax.tasks import seq2seq
 
-    predict = seq2seq.make_predict(
-        seq2seq.Decoding(
-            max_decode_len=args.max_decode_len, beam_size=args.beam_size, alpha=args.alpha
+        _, max_decode_len, beam_size, alpha = forward
+        predict = seq2seq.make_predict(
+            seq2seq.Decoding(max_decode_len=max_decode_len, beam_size=beam_size, alpha=alpha)
         )
+        return predict(model, {"encoder_input_tokens": batch["encoder_input_tokens"]})
+    from chartjax.data import classifier_inputs
+    from chartjax.tasks import text_classification
+
+    return text_classification.predict(
+        model, {k: batch[k] for k in classifier_inputs.FEATURES if k in batch}
     )
 
-    def decode(feats):
-        if isinstance(feats, dict):
-            feats = feats["encoder_input_tokens"]
-        return predict(model, {"encoder_input_tokens": feats})
 
-    return decode
+@functools.cache
+def _step_fn(forward: tuple, mesh):
+    """The jitted data-parallel step, built once per process: parameters replicated, the batch
+    split over `data`; the outputs, `_mask` and `_cut` come back replicated, so process 0 can
+    write every row of the global batch."""
+    import jax
+    from flax import nnx
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    def step(graphdef, state, batch):
+        return _forward(forward, nnx.merge(graphdef, state), batch), batch["_mask"], batch["_cut"]
+
+    return jax.jit(step, static_argnums=0, out_shardings=NamedSharding(mesh, PartitionSpec()))
+
+
+def _replicated(state, mesh):
+    """The model's state on every device of the mesh. Several processes: each builds its own
+    devices' copies from its host copy (no collective, no equality check of ~1 GB)."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    sharding = NamedSharding(mesh, PartitionSpec())
+    if jax.process_count() == 1:
+        return jax.device_put(state, sharding)
+
+    def one(x):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(
+                one(jax.random.key_data(x)), impl=jax.random.key_impl(x)
+            )
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+
+    return jax.tree.map(one, state)
 
 
 # ------------------------------------------------------------------------ features ----------
@@ -147,16 +185,27 @@ def featurize(ex: Example, features, vocab) -> tuple[np.ndarray, bool]:
     return out.numpy(), False
 
 
-def decoder_engine(args, cfg, spec: InferenceSpec, vocab_path: str) -> Engine:
+def decoder_engine(
+    args, cfg, spec: InferenceSpec, vocab_path: str, *, allow_unused_ids: bool = False
+) -> Engine:
+    """`allow_unused_ids`: the run that wrote the checkpoint bound
+    `vocabulary_check.allow_unused_ids = True` (its config.gin)."""
+    from chartjax import config
     from chartjax.data import vocab as vocab_lib
     from chartjax.tasks import seq2seq
 
     vocab = vocab_lib.open_vocabulary(vocab_path)
-    if vocab.vocab_size > cfg.vocab_size:
-        raise InputError(
-            f"{vocab_path} has {vocab.vocab_size} pieces but the model's vocabulary "
-            f"has {cfg.vocab_size}: not this checkpoint's vocabulary"
+    try:  # the check chartjax-train and chartjax-eval make (config.py)
+        config.check_vocabulary(
+            vocab.vocab_size,
+            cfg.vocab_size,
+            vocab=vocab_path,
+            model=f"the checkpoint's {type(cfg).__name__}.vocab_size = {cfg.vocab_size}",
+            allow_unused_ids=allow_unused_ids,
+            remedy="not this checkpoint's vocabulary: give its own with --vocab",
         )
+    except config.ConfigError as e:
+        raise InputError(str(e)) from None
     features = seq2seq.Features(
         modality=spec.modality,
         vocab_file=vocab_path,
@@ -175,12 +224,10 @@ def decoder_engine(args, cfg, spec: InferenceSpec, vocab_path: str) -> Engine:
     def outputs(exs, tokens):
         return [(t, {}) for t in vocab.decode_batch(tokens[: len(exs)])]
 
-    return Engine(feats, lambda model: make_decoder(model, args), outputs)
+    return Engine(feats, ("decode", args.max_decode_len, args.beam_size, args.alpha), outputs)
 
 
 def classifier_engine(args, cfg, tokenizer_path: str, labels) -> Engine:
-    from flax import nnx
-
     from chartjax.data import classifier_inputs
     from chartjax.tasks import text_classification
 
@@ -205,60 +252,11 @@ def classifier_engine(args, cfg, tokenizer_path: str, labels) -> Engine:
         # Counted as truncated: an input that fills --max_input_len (HF cuts silently).
         return out, bool(out["attention_mask"].sum() >= max_len)
 
-    def make_predict(model):
-        graphdef, state = nnx.split(model)
-        return lambda batch: _classify_fn()(
-            graphdef, state, {k: batch[k] for k in classifier_inputs.FEATURES if k in batch}
-        )
-
     def outputs(exs, logits):
         logits = np.asarray(logits, np.float32)[: len(exs)]
         return [(names[int(np.argmax(row))], {"scores": [float(x) for x in row]}) for row in logits]
 
-    return Engine(feats, make_predict, outputs)
-
-
-@functools.cache
-def _classify_fn():
-    """The jitted classifier forward, built once per process (jax imported on first use): one
-    compilation per model structure and batch shape, however many runs."""
-    import jax
-    from flax import nnx
-
-    from chartjax.tasks import text_classification
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def forward(graphdef, state, batch):
-        return text_classification.predict(nnx.merge(graphdef, state), batch)
-
-    return forward
-
-
-def batches(examples, featurize_fn, args, on_skip):
-    """(examples, feature batch padded to --batch_size with `_mask`, n_truncated) per batch."""
-    group, truncated = [], 0
-
-    def emit():
-        exs = [ex for ex, _ in group]
-        feats = {k: np.stack([f[k] for _, f in group]) for k in group[0][1]}
-        (batch,) = pipeline.padded([feats], args.batch_size)  # one compiled shape
-        return exs, batch, truncated
-
-    for ex in examples:
-        try:
-            f, cut = featurize_fn(ex)
-        except BadExample as e:
-            if not args.skip_bad:
-                raise BadExample(f"{e} (use --skip_bad to skip bad inputs)") from None
-            on_skip(str(e))
-            continue
-        group.append((ex, f))
-        truncated += cut
-        if len(group) == args.batch_size:
-            yield emit()
-            group, truncated = [], 0
-    if group:
-        yield emit()
+    return Engine(feats, ("classify",), outputs)
 
 
 # ------------------------------------------------------------------------ outputs -----------
@@ -286,6 +284,17 @@ def make_row(
 # ------------------------------------------------------------------------ run ---------------
 
 
+def _allows_unused_ids(loc) -> bool:
+    """Whether the train run that wrote checkpoint `loc` bound
+    `vocabulary_check.allow_unused_ids = True` (its saved config.gin): its vocabulary then
+    passes here as it did in training."""
+    from chartjax import recipe
+    from chartjax.interop import formats
+
+    saved = formats.run_config_file(loc)
+    return bool(saved and recipe.saved_binding(saved, "vocabulary_check", "allow_unused_ids"))
+
+
 def _tokenizer_path(args, loc) -> str:
     from chartjax.interop import formats
 
@@ -300,45 +309,110 @@ def _tokenizer_path(args, loc) -> str:
     return own
 
 
-PREDICTIONS = "predictions.jsonl"
+# The flags that decide what a row holds: a resumed run must have the same (--batch_size,
+# --skip_bad, --flush_every do not change a row; an input that stopped a run may be skipped on
+# resuming it).
+RUN_FLAGS = (
+    "task",
+    "checkpoint",
+    "format",
+    "vocab",
+    "images",
+    "inputs",
+    "tfds",
+    "data_dir",
+    "header",
+    "template",
+    "pair_template",
+    "table_field",
+    "target_field",
+    "max_decode_len",
+    "beam_size",
+    "alpha",
+    "header_font_size",
+    "font_path",
+    "max_patches",
+    "max_input_len",
+    "dtype",
+    "shard",
+)
+_PATH_FLAGS = ("checkpoint", "vocab", "images", "inputs", "data_dir", "font_path")
 
 
-def prepare_out(out: str, output_dirs, overwrite: bool) -> None:
-    """`--out` must be new or empty, so no earlier output can sit next to the new one. With
-    `overwrite`, what chartjax-infer writes there (predictions.jsonl and the tasks'
-    `output_dirs`) is removed first; any other file is kept."""
-    if not os.path.exists(out):
-        return
-    if not os.path.isdir(out):
-        raise InputError(f"--out {out} is a file, not a folder")
-    entries = sorted(os.listdir(out))
-    if not entries:
-        return
-    ours = [PREDICTIONS, *sorted(output_dirs)]
-    if not overwrite:
-        shown = ", ".join(entries[:5]) + (
-            f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+def run_settings(args, checkpoint: str) -> dict:
+    """RUN_FLAGS as infer_progress.json records them (paths absolute, the checkpoint as
+    located: a run folder's step, so a newer checkpoint is not picked up on resuming)."""
+
+    def norm(key, value):
+        if key == "checkpoint":
+            return os.path.abspath(checkpoint)
+        if key in _PATH_FLAGS and value is not None:
+            if isinstance(value, list | tuple):
+                return [os.path.abspath(os.path.expanduser(v)) for v in value]
+            return os.path.abspath(os.path.expanduser(value))
+        if key == "shard":
+            return shard_text(value)
+        return value
+
+    return {k: norm(k, getattr(args, k, None)) for k in RUN_FLAGS}
+
+
+def shard_text(shard) -> str | None:
+    return None if shard is None else f"{shard[0]}/{shard[1]}"
+
+
+def _from_process0(err: Exception | None, value: int = 0) -> int:
+    """Process 0 checks --out (and the record of a run to resume) alone; every process learns
+    whether it may go on, and process 0's `value` (the inputs already done)."""
+    import jax
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        ok, value = (
+            int(x)
+            for x in multihost_utils.broadcast_one_to_all(
+                np.asarray([err is None, value], np.int64)
+            )
         )
-        raise InputError(
-            f"--out {out} is not empty ({shown}): give a new or empty folder, or --overwrite "
-            f"to replace what chartjax-infer writes there ({', '.join(ours)}; other files are "
-            "kept)"
-        )
-    import shutil
-
-    for name in ours:
-        path = os.path.join(out, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        elif os.path.lexists(path):
-            os.remove(path)
+        if not ok and err is None:
+            raise InputError("process 0 stopped before the work (its message says why)")
+    if err is not None:
+        raise err
+    return value
 
 
-def run(args, spec: InferenceSpec, templates: dict) -> dict:
+def run(args, spec: InferenceSpec, templates: dict, output_dirs=()) -> dict | None:
     """Inference as the parsed `chartjax-infer` flags ask, for the task `spec`; `templates`:
-    the named prompts `--template` may choose. Returns the run's summary."""
+    the named prompts `--template` may choose; `output_dirs`: the folders any task writes in
+    --out (removed by --overwrite). Returns the run's summary (None on processes other than 0:
+    process 0 writes and reports).
+
+    Data parallel over every device (chartjax/mesh.py): global batch k is the job's inputs
+    [k*G, (k+1)*G), G = --batch_size rounded up to a multiple of the device count; process p
+    featurizes the p-th slice of it (training's layout: the global batch is the concatenation
+    of the per-process shards in process order). The outputs come back replicated and process
+    0 writes every row, in input order, so the files do not depend on the number of devices or
+    processes. A skipped input leaves a masked hole, so every process runs the same batches."""
     t0 = time.time()
+    import jax
+
+    from chartjax import infer_output
+    from chartjax import mesh as mesh_lib
+    from chartjax.data import sources
     from chartjax.interop import formats
+
+    mesh_lib.initialize_distributed()
+    pid = jax.process_index()
+    progress, err = None, None
+    if pid == 0:
+        try:  # before anything is read, so a bad --out costs nothing
+            progress = infer_output.prepare_out(
+                args.out, set(output_dirs) | set(spec.output_dirs), args.overwrite, args.resume
+            )
+        except InputError as e:
+            err = e
+    _from_process0(err)
 
     if args.vocab and not os.path.exists(args.vocab):
         raise InputError(f"vocabulary file not found: {args.vocab}")
@@ -347,8 +421,6 @@ def run(args, spec: InferenceSpec, templates: dict) -> dict:
     loc = formats.locate(args.checkpoint, args.format)
     dtype = args.dtype
     if dtype == "auto":
-        import jax
-
         dtype = "bfloat16" if jax.default_backend() in ("gpu", "tpu") else "float32"
     cfg = formats.read_config(loc, dtype=dtype)
     check_family(cfg, spec, loc.path)
@@ -356,63 +428,191 @@ def run(args, spec: InferenceSpec, templates: dict) -> dict:
     if spec.output == "labels":
         engine = classifier_engine(args, cfg, tokenizer, formats.read_labels(loc))
     else:
-        engine = decoder_engine(args, cfg, spec, tokenizer)
-    examples, total = infer_inputs.open_inputs(args, spec, templates)
-    model = formats.load(loc, cfg)
-    predict = engine.make_predict(model)
+        engine = decoder_engine(
+            args, cfg, spec, tokenizer, allow_unused_ids=_allows_unused_ids(loc)
+        )
+    inputs = infer_inputs.open_inputs(args, spec, templates)
+    # This job's inputs: a contiguous block, so the shards' files, concatenated in shard order,
+    # are the whole run's.
+    job = sources.process_records(len(inputs), *(args.shard or (0, 1)))
+    settings = run_settings(args, loc.path)
+    start = 0
+    if pid == 0 and progress is not None:
+        try:
+            infer_output.check_resume(
+                args.out, progress, settings, len(job), lambda i: inputs[job[i]].id
+            )
+            start = progress["done"]
+        except InputError as e:
+            err = e
+    start = _from_process0(err, start)
+    todo = job[start:]
+
+    mesh = mesh_lib.make_mesh((-1, 1))
+    rules = mesh_lib.axis_rules("data_parallel")
+    nproc, devices = jax.process_count(), mesh.devices.size
+    size = -(-args.batch_size // devices) * devices  # the global batch
+    local = size // nproc
+    if todo:
+        from flax import nnx
+
+        graphdef, state = nnx.split(formats.load(loc, cfg))
+        state = _replicated(state, mesh)
+        step = _step_fn(engine.forward, mesh)
     t_loaded = time.time()
 
     from tqdm import tqdm
 
-    os.makedirs(args.out, exist_ok=True)
-    rows, used, skipped, truncated = [], set(), 0, 0
+    writer = None
+    if pid == 0:
+        writer = infer_output.Writer(args.out, spec.output_dirs, settings, len(job), progress)
+    used = infer_output.TakenPaths(args.out)
+    counts = {k: writer.state[k] if writer else 0 for k in ("skipped", "truncated", "rows")}
+    rows_before = counts["rows"]
     bar = tqdm(
-        total=total,
+        total=len(job),
+        initial=start,
         desc=f"infer {spec.name}",
         unit="ex",
         file=sys.stderr,
         dynamic_ncols=True,
         mininterval=1.0,
+        disable=pid != 0,
     )
 
-    def on_skip(msg: str):
-        nonlocal skipped
-        skipped += 1
-        bar.write(f"chartjax-infer: skipped {msg}", file=sys.stderr)
-        bar.update(1)
+    def say(msg: str):
+        if pid == 0:
+            bar.write(msg, file=sys.stderr)
+        else:
+            print(f"[process {pid}] {msg}", file=sys.stderr, flush=True)
 
-    def finish(pending):
-        exs, out = pending
-        for ex, (pred, extra) in zip(exs, engine.outputs(exs, np.asarray(out))):
-            rows.append(make_row(ex, pred, spec, args.out, used, extra))
-        bar.update(len(exs))
+    fill = []
+
+    def filler():
+        """Features for slots without an input (padding, skipped inputs), when a process has
+        none of its own in a batch: the first good input's. None: no input is good."""
+        if not fill:
+            fill.append(None)
+            for i in todo:
+                try:
+                    fill[0] = engine.featurize(inputs[i])[0]
+                    break
+                except BadExample:
+                    continue
+        return fill[0]
+
+    def local_batch(k: int):
+        """This process's slots of global batch k: their examples (None past the end), and the
+        features with `_mask` (False on padding and skipped inputs) and `_cut` (truncated)."""
+        exs, feats = [], []
+        for i in range(k * size + pid * local, k * size + (pid + 1) * local):
+            ex = inputs[todo[i]] if i < len(todo) else None
+            f, cut = None, False
+            if ex is not None:
+                try:
+                    f, cut = engine.featurize(ex)
+                except BadExample as e:
+                    if not args.skip_bad:
+                        raise BadExample(f"{e} (use --skip_bad to skip bad inputs)") from None
+                    say(f"chartjax-infer: skipped {e}")
+            exs.append(ex)
+            feats.append((f, cut))
+        pad = next((f for f, _ in feats if f is not None), None) or filler()
+        if pad is None:
+            return exs, None
+        batch = {key: np.stack([(f or pad)[key] for f, _ in feats]) for key in pad}
+        batch["_mask"] = np.array([f is not None for f, _ in feats])
+        batch["_cut"] = np.array([f is not None and cut for f, cut in feats])
+        return exs, batch
+
+    def finish(k: int, exs, result):
+        n = min(size, len(todo) - k * size)  # the inputs of this global batch
+        if result is None:  # no good input anywhere: nothing ran
+            out, mask, cut = None, np.zeros(size, bool), np.zeros(size, bool)
+        else:
+            out, mask, cut = (np.asarray(x) for x in result)
+        keep = np.flatnonzero(mask[:n])
+        counts["skipped"] += n - len(keep)
+        counts["truncated"] += int(cut[keep].sum())
+        counts["rows"] += len(keep)
+        bar.update(n)
+        if writer is None:
+            return
+
+        def example(r):  # process 0's own slots come first; the others' are read here
+            return exs[r] if r < local else inputs[todo[k * size + r]]
+
+        batch_exs = [example(r) for r in keep]
+        rows = (
+            [
+                make_row(ex, pred, spec, args.out, used, extra)
+                for ex, (pred, extra) in zip(batch_exs, engine.outputs(batch_exs, out[keep]))
+            ]
+            if len(keep)
+            else []
+        )
+        writer.write(
+            rows,
+            done=start + k * size + n,
+            skipped=counts["skipped"],
+            truncated=counts["truncated"],
+            last_id=example(n - 1).id,
+        )
+        if writer.uncommitted >= args.flush_every:
+            writer.commit()
 
     pending = None
     try:
-        for exs, feats, cut in batches(examples, engine.featurize, args, on_skip):
-            out = predict(feats)  # dispatched; the next batch is prepared meanwhile
-            truncated += cut
+        with mesh_lib.activate(mesh, rules):
+            for k in range(-(-len(todo) // size)):
+                try:
+                    exs, batch = local_batch(k)
+                except BadExample:
+                    if pending is not None:  # the batches before the bad input are kept
+                        finish(*pending)
+                    raise
+                result = None
+                if batch is not None:  # dispatched; the next batch is prepared meanwhile
+                    result = step(graphdef, state, pipeline.to_global(batch, mesh, rules))
+                if pending is not None:
+                    finish(*pending)
+                pending = (k, exs, result)
             if pending is not None:
-                finish(pending)
-            pending = (exs, out)
-        if pending is not None:
-            finish(pending)
+                finish(*pending)
+        if writer is not None:
+            writer.commit(complete=True)
+    except BaseException:
+        if writer is not None:  # keep what is complete (the state stops at a batch boundary)
+            try:
+                if writer.fresh and writer.state["done"] == 0:
+                    writer.discard()
+                else:
+                    writer.commit()
+            except OSError:
+                pass
+        raise
     finally:
         bar.close()
-    from chartjax.metrics import prediction_files
-
-    pred_file = os.path.join(args.out, PREDICTIONS)
-    prediction_files.write_jsonl(pred_file, rows)
+        if writer is not None:
+            writer.close()
     t_end = time.time()
+    if pid != 0:
+        return None
     return {
         "task": spec.name,
         "checkpoint": loc.path,
         "format": loc.fmt,
-        "examples": len(rows),
-        "skipped": skipped,
-        "truncated_inputs": truncated,
-        "predictions": pred_file,
+        "examples": counts["rows"],
+        "skipped": counts["skipped"],
+        "truncated_inputs": counts["truncated"],
+        "predictions": os.path.join(args.out, infer_output.PREDICTIONS),
+        "devices": devices,
+        "processes": nproc,
+        "batch_size": size,
+        "shard": shard_text(args.shard),
+        "inputs": len(job),
+        "resumed": start,
         "load_seconds": round(t_loaded - t0, 2),
         "seconds": round(t_end - t0, 2),
-        "examples_per_s": round(len(rows) / max(t_end - t_loaded, 1e-9), 3),
+        "examples_per_s": round((counts["rows"] - rows_before) / max(t_end - t_loaded, 1e-9), 3),
     }

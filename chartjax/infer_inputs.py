@@ -7,6 +7,9 @@ every example by its literal text; `--template` (a Python format string over the
 or a named prompt of any task) replaces the task's default prompt. Encoder classifiers also read
 `--pair_template` (the second text of a text pair) and `--table_field` (the field holding a
 table: linearized text, or `{"header", "rows"}`).
+
+Inputs are a sequence, read by position: a job's share (`--shard`, a process's rows) and a
+resumed run's remainder are positions, so nothing before them is read.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import dataclasses
 import json
 import os
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 
 from chartjax.data import sources, tables
 from chartjax.metrics import prediction_files
@@ -132,9 +135,24 @@ def image_files(paths: list[str]) -> list[tuple[str, str]]:
     return sorted(found.items())
 
 
+class Lazy(Sequence):
+    """`make(i)` for i < n: examples built when read (a TFDS record, an image's path)."""
+
+    def __init__(self, n: int, make: Callable[[int], Example]):
+        self._n, self._make = n, make
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> Example:
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._make(i)
+
+
 def from_images(
     paths: list[str], spec: InferenceSpec, template: str, header: str | None
-) -> tuple[Iterator[Example], int]:
+) -> Sequence[Example]:
     files = image_files(paths)
     if header is None and template_fields(template):
         raise InputError(
@@ -143,11 +161,11 @@ def from_images(
         )
     prompt = header if header is not None else template
 
-    def gen():
-        for id_, path in files:
-            yield Example(id=id_, prompt=prompt, source=path, image_path=path)
+    def make(i):
+        id_, path = files[i]
+        return Example(id=id_, prompt=prompt, source=path, image_path=path)
 
-    return gen(), len(files)
+    return Lazy(len(files), make)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +200,7 @@ def from_jsonl(
     header: str | None,
     target_field: str | None,
     extra: Extra = Extra(),
-) -> tuple[Iterator[Example], int]:
+) -> Sequence[Example]:
     """Rows `{"id", "image"?, <fields>}`; a relative `image` path is relative to the file."""
     if not os.path.isfile(path):
         raise InputError(f"--inputs file not found: {path}")
@@ -227,7 +245,7 @@ def from_jsonl(
                 **extra.of(row, where, spec.field_aliases),
             )
         )
-    return iter(examples), len(examples)
+    return examples
 
 
 # ------------------------------------------------------------------------ TFDS ---------------
@@ -260,11 +278,12 @@ def from_tfds(
     header: str | None,
     target_field: str | None,
     extra: Extra = Extra(),
-) -> tuple[Iterator[Example], int | None]:
+) -> Sequence[Example]:
+    """The examples of a split by position (a record is read when one of its examples is)."""
     name, split = parse_tfds_spec(tfds_spec)
     image_key = "image" if spec.modality == "image" else None
     source = sources.TfdsSource(name, data_dir, image_key=image_key)
-    keys = _feature_keys(source.builder().info.features)
+    keys = _feature_keys(source.features())
     if image_key and image_key not in keys:
         raise InputError(f"{source.builder_dir}: no 'image' feature for image task {spec.name!r}")
     aliases = spec.field_aliases
@@ -281,11 +300,10 @@ def from_tfds(
         raise InputError(f"{name}: no feature {target_field!r} (has {sorted(keys)})")
     tgt_key = tgt_key if tgt_key in keys else None
     label_names = getattr(keys[tgt_key], "names", None) if tgt_key else None
-    counter = iter(range(1 << 62))
 
     def expand(ex: dict) -> list[dict]:
-        n = next(counter)
-        id_ = str(ex["id"]) if "id" in ex else f"{split}:{n}"
+        # Without an id feature the id is the example's position, set when it is read.
+        id_ = str(ex["id"]) if "id" in ex else ""
         fields = {k: ex[k] for k in need}
         prompt = (
             header
@@ -306,29 +324,27 @@ def from_tfds(
     source.field_keys = sorted(
         {*need, *(["id"] if "id" in keys else []), *([tgt_key] if tgt_key else [])}
     )
-    total = None
-    try:
-        total = source.num_examples(split)
-    except (KeyError, ValueError, TypeError):
-        pass
+    records = source.examples(split, 0, 1)
 
-    def gen():
-        for rec in source.records(split):
-            yield Example(
-                id=rec["id"],
-                prompt=rec["prompt"],
-                source=f"{tfds_spec} {rec['id']}",
-                image_bytes=rec.get("image_bytes"),
-                target=rec["target"] if rec["meta"]["has_target"] else None,
-                pair=rec["meta"].get("pair"),
-                table=rec["meta"].get("table"),
-            )
+    def make(i):
+        rec = records[i]  # as TfdsSource.records gives it
+        id_ = sources.as_python(rec["id"]) or f"{split}:{i}"
+        meta = json.loads(sources.as_python(rec["meta"]))
+        return Example(
+            id=id_,
+            prompt=sources.as_python(rec["prompt"]),
+            source=f"{tfds_spec} {id_}",
+            image_bytes=rec.get("image_bytes"),
+            target=sources.as_python(rec["target"]) if meta["has_target"] else None,
+            pair=meta.get("pair"),
+            table=meta.get("table"),
+        )
 
-    return gen(), total
+    return Lazy(len(records), make)
 
 
-def open_inputs(args, spec: InferenceSpec, templates: dict) -> tuple[Iterator[Example], int | None]:
-    """The examples of the parsed `chartjax-infer` flags and their count (None if unknown)."""
+def open_inputs(args, spec: InferenceSpec, templates: dict) -> Sequence[Example]:
+    """The examples of the parsed `chartjax-infer` flags, in order."""
     given = [n for n in ("images", "inputs", "tfds") if getattr(args, n)]
     if len(given) != 1:
         raise InputError("give exactly one input: --images, --inputs or --tfds")

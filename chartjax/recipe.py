@@ -7,7 +7,9 @@
 
 `recipe.gin_files` is bound by `config.parse_gin` to the `--gin_file`s of the run, as given;
 `gin.config_str()` then carries it into the workdir's `config.gin`, so a run names the recipe
-it ran (`chartjax.tools.paper_tables` reads it). Nothing here imports the rest of chartjax.
+it ran (`chartjax.tools.paper_tables` reads it); a run's saved config.gin given as a gin file
+(`chartjax-eval --workdir=runs/x` defaults to it) stands for the files that run recorded. Nothing
+here imports the rest of chartjax.
 """
 
 from __future__ import annotations
@@ -33,9 +35,44 @@ def settings(kind: str = "train", gin_files=()) -> Recipe:
     return Recipe(kind=kind, gin_files=tuple(gin_files))
 
 
-def record_gin_files(files) -> None:
-    """Binds `recipe.gin_files` (config.parse_gin calls it after parsing)."""
-    gin.bind_parameter("recipe.gin_files", [str(f) for f in files])
+def record_gin_files(files, paths=None) -> None:
+    """Binds `recipe.gin_files` to `files` as given (config.parse_gin calls it after parsing;
+    `paths`: where each was found). A saved config.gin among them is replaced by the files it
+    recorded, so an evaluation from a run's config.gin still names that run's recipe."""
+    out = []
+    for f, path in zip(files, paths or files):
+        saved = saved_binding(str(path), "recipe", "gin_files")
+        out += [str(f)] if saved is None else [str(g) for g in saved]
+    gin.bind_parameter("recipe.gin_files", out)
+
+
+def saved_binding(path: str, configurable: str, arg: str):
+    """The value the gin file at `path` (a run's saved config.gin) binds to unscoped
+    `configurable.arg`, or None: gin's statement parser only, so the caller's configuration is
+    left alone (references and macros read as None)."""
+    from gin import config_parser
+
+    class Delegate(config_parser.ParserDelegate):
+        def configurable_reference(self, scoped_name, evaluate):
+            return None
+
+        def macro(self, macro_name):
+            return None
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            statements = list(config_parser.ConfigParser(f.read(), Delegate()))
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return None  # the run's own parse of it reports what is wrong
+    value = None
+    for st in statements:
+        if (
+            isinstance(st, config_parser.BindingStatement)
+            and (st.selector.rpartition(".")[2], st.arg_name) == (configurable, arg)
+            and not st.scope
+        ):
+            value = st.value  # the last binding wins, as in gin
+    return value
 
 
 def recipe_name(gin_files) -> str | None:

@@ -4,8 +4,9 @@
 
 (the command line is chartjax/tools/train.py's).
 
-Sections: distributed init -> mesh and rules -> task and input -> model, optimizer and
-sharded state -> resume -> jitted step -> loop (log, checkpoint, evaluate, NaN guard) -> close.
+Sections: settings check -> distributed init, workdir lock -> mesh and rules -> task and
+input -> model, optimizer and sharded state -> resume -> jitted step -> loop (log, checkpoint,
+evaluate, NaN guard, SIGTERM / Ctrl-C) -> close.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from chartjax import checkpoint as ckpt_lib
+from chartjax import config_checks as checks
 from chartjax import evaluate as eval_lib
-from chartjax import init_checkpoint, optim, plots
+from chartjax import init_checkpoint, optim, plots, workdir_lock
 from chartjax import mesh as mesh_lib
 from chartjax import selection as selection_lib
 from chartjax import state as state_lib
@@ -82,10 +84,11 @@ def _all_finite(tree) -> jax.Array:
     )
 
 
-@gin.configurable(denylist=["workdir"])
+@gin.configurable(denylist=["workdir", "allow_config_change"])
 def train(
     workdir: str,
     *,
+    allow_config_change: bool = True,
     task: str = gin.REQUIRED,
     model_fn: Callable = gin.REQUIRED,
     global_batch_size: int = 32,
@@ -114,273 +117,314 @@ def train(
     a moving average of one random batch's score after every update; with `selection`, the
     selected parameters are also evaluated on `selection.final_split` at the end
     (`<workdir>/eval_best/<split>/step_<N>/`).
+
+    One run at a time per workdir (chartjax/workdir_lock.py). A workdir whose config.gin differs
+    from this run's config is refused unless `allow_config_change` (chartjax-train refuses it
+    by default; `--allow_config_change`); allowed, the differences are logged.
     """
+    # ---------------------------------------------------------------- settings ---------
+    # Checked before anything is built or written: a zero period would divide by zero
+    # mid-run, a non-positive step count would "finish" with a step-0 checkpoint.
+    settings = {
+        "global_batch_size": (global_batch_size, checks.positive_int),
+        "num_train_steps": (num_train_steps, checks.positive_int),
+        "max_train_time_s": (max_train_time_s, checks.optional(checks.positive_number)),
+        "seed": (seed, checks.non_negative_int),
+        "mesh_shape": (mesh_shape, checks.mesh_shape),
+        "rules": (rules, checks.one_of(mesh_lib.RULES_PRESETS, "rules preset")),
+        "log_every": (log_every, checks.positive_int),
+        "checkpoint_every": (checkpoint_every, checks.positive_int),
+        "keep_checkpoints": (keep_checkpoints, checks.positive_int),
+        "eval_every": (eval_every, checks.non_negative_int),  # 0: no periodic evaluation
+        "eval_batch_size": (eval_batch_size, checks.optional(checks.positive_int)),
+        "best_metric": (best_metric, checks.optional(checks.string)),
+        "final_eval": (final_eval, checks.boolean),
+        "init_format": (init_format, checks.one_of(init_checkpoint.FORMATS, "init format")),
+        "progress": (progress, checks.boolean),
+    }
+    if isinstance(task, str):  # else a Task the caller built
+        settings["task"] = (task, checks.one_of(catalog.TASKS, "task"))
+    if flops_per_example != "auto":
+        settings["flops_per_example"] = (flops_per_example, checks.optional(checks.positive_number))
+    checks.check("train", settings)
     if selection is not None and best_metric:
-        raise ValueError(
+        raise checks.ConfigError(
             f"train.best_metric={best_metric!r} and train.selection both choose the best "
             "checkpoint: bind one of them (train.best_metric = None with a selection rule)"
         )
-    # ---------------------------------------------------------------- distributed, mesh --
+    # ---------------------------------------------------------------- workdir lock -----
     mesh_lib.initialize_distributed()
-    os.makedirs(workdir, exist_ok=True)
-    mesh = mesh_lib.make_mesh(mesh_shape)
-    axis_rules = mesh_lib.axis_rules(rules)
     pid, nproc = jax.process_index(), jax.process_count()
-    if global_batch_size % mesh.shape["data"]:
-        raise ValueError(
-            f"global_batch_size={global_batch_size} must be divisible by the "
-            f"data axis ({mesh.shape['data']} devices)"
-        )
     log = RunLog(workdir, enabled=pid == 0)
-    log.info(
-        f"mesh {dict(mesh.shape)} over {jax.device_count()} devices "
-        f"({nproc} processes), rules={rules}"
-    )
-
-    # ---------------------------------------------------------------- task -------------
-    the_task = catalog.get_task(task) if isinstance(task, str) else task
-
-    # ---------------------------------------------------------------- model, optimizer --
-    tx, sched = optim.make_optimizer()
-    spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
-    ckpt = ckpt_lib.Checkpointer(
-        workdir, keep=keep_checkpoints, best_metric=selection.key if selection else best_metric
-    )
-    ckpt.install_sigterm_handler()
-    if flops_per_example == "auto":  # analytic count for T5/Pix2Struct on the task's lengths
-        flops_per_example = flops.for_task(model_fn, the_task.lengths)
-
-    # ---------------------------------------------------------------- resume -----------
-    # The newest readable checkpoint: damaged newer ones are reported and set aside.
-    try:
-        resumed = ckpt.restore_newest_good(spec.abstract, spec.shardings, report=log.warning)
-        if resumed is not None and (
-            resumed[1]["global_batch_size"] != global_batch_size or resumed[1]["data_seed"] != seed
-        ):
-            raise ckpt_lib.CheckpointError(
-                f"cannot resume {ckpt.dir}: it was written with global_batch_size="
-                f"{resumed[1]['global_batch_size']}, seed={resumed[1]['data_seed']}"
+    # The lock comes before anything is written; released however the run ends.
+    with workdir_lock.hold(
+        workdir, gin.config_str(), allow_config_change=allow_config_change, warn=log.warning
+    ):
+        # ------------------------------------------------------------ mesh -------------
+        mesh = mesh_lib.make_mesh(mesh_shape)
+        axis_rules = mesh_lib.axis_rules(rules)
+        if global_batch_size % mesh.shape["data"]:
+            raise checks.ConfigError(
+                f"train.global_batch_size = {global_batch_size}: must be divisible by the "
+                f"data axis ({mesh.shape['data']} devices)"
             )
-    except ckpt_lib.CheckpointError:
-        ckpt.close()  # puts back the SIGTERM handler
-        log.close()
-        raise
-    if resumed is not None:
-        state, meta = resumed
-        log.info(f"resumed from step {int(meta['step'])} ({ckpt.dir})")
-    else:
-        if init_format == "random":
-            state = init_fn()
-        else:
-            state = init_checkpoint.pretrained_state(
-                init_format, init_path, model_fn, spec, init_fn, tx
-            )
-            log.info(f"initialized parameters from {init_format} checkpoint {init_path}")
-    start_step = int(jax.device_get(state["step"]))
-    log.resume_from(start_step)  # rows and events of steps after it are dropped / purged
-    log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
-    save_config(workdir, gin.config_str())
-
-    # ---------------------------------------------------------------- input ------------
-    batches = pipeline.train_batches(the_task, global_batch_size, seed, start_step, pid, nproc)
-    device_batches = pipeline.prefetch_to_device(batches, mesh, axis_rules, the_task.model_inputs)
-
-    # ---------------------------------------------------------------- jitted step ------
-    replicated = NamedSharding(mesh, PartitionSpec())
-    step_fn = jax.jit(
-        make_train_step(spec.model_def, the_task, tx, sched),
-        in_shardings=(spec.shardings, None),
-        out_shardings=(spec.shardings, replicated),
-        donate_argnums=0,
-    )
-    finite_fn = jax.jit(_all_finite, out_shardings=replicated)
-    predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
-    selector = None
-    if selection is not None:
-        select_batch = selection.batch_size or eval_batch_size or global_batch_size
         log.info(
-            f"selecting by the moving average of {selection.metric} on one random "
-            f"{selection.split} batch of {select_batch} per update, from update "
-            f"{selection.start} on (train.selection = None turns it off)"
-        )
-        scorer = selection_lib.make_scorer(
-            selection,
-            the_task,
-            predict_fn,
-            mesh,
-            axis_rules,
-            batch_size=select_batch,
-            seed=seed,
-            start_update=start_step,
-        )
-        selector = selection_lib.Selector(
-            selection,
-            score=scorer,
-            state_shardings=spec.shardings,
-            resumed_meta=resumed[1] if resumed is not None else None,
+            f"mesh {dict(mesh.shape)} over {jax.device_count()} devices "
+            f"({nproc} processes), rules={rules}"
         )
 
-    def meta_for(step):
-        return {
-            "step": step,
-            "examples_seen": step * global_batch_size,
-            "global_batch_size": global_batch_size,
-            "data_seed": seed,
-            **(selector.meta() if selector else {}),
-        }
+        # ------------------------------------------------------------ task -------------
+        the_task = catalog.get_task(task) if isinstance(task, str) else task
 
-    def stop_non_finite(message):
-        """A NaN/Inf stop: close what the run opened (the SIGTERM handler too), then raise."""
-        log.close_progress()
-        ckpt.close()
-        log.close()
-        raise FloatingPointError(message)
+        # ------------------------------------------------------------ model, optimizer -
+        tx, sched = optim.make_optimizer()
+        spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
+        ckpt = ckpt_lib.Checkpointer(
+            workdir, keep=keep_checkpoints, best_metric=selection.key if selection else best_metric
+        )
+        ckpt.install_stop_handlers(report=log.warning)
+        if flops_per_example == "auto":  # analytic count for T5/Pix2Struct on the task's lengths
+            flops_per_example = flops.for_task(model_fn, the_task.lengths)
 
-    def save(step, force=False):
-        if not bool(jax.device_get(finite_fn(state["params"]))):
-            stop_non_finite(
-                f"parameters are NaN/Inf at step {step}; not saving. The last good checkpoint "
-                f"is step {ckpt.latest_step()} in {ckpt.dir}"
+        # ------------------------------------------------------------ resume -----------
+        # The newest readable checkpoint: damaged newer ones are reported and set aside.
+        try:
+            resumed = ckpt.restore_newest_good(spec.abstract, spec.shardings, report=log.warning)
+            if resumed is not None and (
+                resumed[1]["global_batch_size"] != global_batch_size
+                or resumed[1]["data_seed"] != seed
+            ):
+                raise ckpt_lib.CheckpointError(
+                    f"cannot resume {ckpt.dir}: it was written with global_batch_size="
+                    f"{resumed[1]['global_batch_size']}, seed={resumed[1]['data_seed']}"
+                )
+        except ckpt_lib.CheckpointError:
+            ckpt.close()  # puts back the signal handlers
+            log.close()
+            raise
+        if resumed is not None:
+            state, meta = resumed
+            log.info(f"resumed from step {int(meta['step'])} ({ckpt.dir})")
+        else:
+            if init_format == "random":
+                state = init_fn()
+            else:
+                state = init_checkpoint.pretrained_state(
+                    init_format, init_path, model_fn, spec, init_fn, tx
+                )
+                log.info(f"initialized parameters from {init_format} checkpoint {init_path}")
+        start_step = int(jax.device_get(state["step"]))
+        log.resume_from(start_step)  # rows and events of steps after it are dropped / purged
+        log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
+        save_config(workdir, gin.config_str())
+
+        # ------------------------------------------------------------ input ------------
+        batches = pipeline.train_batches(the_task, global_batch_size, seed, start_step, pid, nproc)
+        device_batches = pipeline.prefetch_to_device(
+            batches, mesh, axis_rules, the_task.model_inputs
+        )
+
+        # ------------------------------------------------------------ jitted step ------
+        replicated = NamedSharding(mesh, PartitionSpec())
+        step_fn = jax.jit(
+            make_train_step(spec.model_def, the_task, tx, sched),
+            in_shardings=(spec.shardings, None),
+            out_shardings=(spec.shardings, replicated),
+            donate_argnums=0,
+        )
+        finite_fn = jax.jit(_all_finite, out_shardings=replicated)
+        predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
+        selector = None
+        if selection is not None:
+            select_batch = selection.batch_size or eval_batch_size or global_batch_size
+            log.info(
+                f"selecting by the moving average of {selection.metric} on one random "
+                f"{selection.split} batch of {select_batch} per update, from update "
+                f"{selection.start} on (train.selection = None turns it off)"
             )
-        if selector:  # before the checkpoint whose metadata names it
-            selector.write_best(ckpt, meta_for)
-        ckpt.save(step, state, meta_for(step), force=force)
+            scorer = selection_lib.make_scorer(
+                selection,
+                the_task,
+                predict_fn,
+                mesh,
+                axis_rules,
+                batch_size=select_batch,
+                seed=seed,
+                start_update=start_step,
+            )
+            selector = selection_lib.Selector(
+                selection,
+                score=scorer,
+                state_shardings=spec.shardings,
+                resumed_meta=resumed[1] if resumed is not None else None,
+            )
 
-    def run_evals(step):
-        results = {}
-        with mesh_lib.activate(mesh, axis_rules):
-            for split in the_task.eval_splits:
+        def meta_for(step):
+            return {
+                "step": step,
+                "examples_seen": step * global_batch_size,
+                "global_batch_size": global_batch_size,
+                "data_seed": seed,
+                **(selector.meta() if selector else {}),
+            }
+
+        def stop_non_finite(message):
+            """A NaN/Inf stop: close what the run opened (the signal handlers too), then raise."""
+            log.close_progress()
+            ckpt.close()
+            log.close()
+            raise FloatingPointError(message)
+
+        def save(step, force=False):
+            if not bool(jax.device_get(finite_fn(state["params"]))):
+                stop_non_finite(
+                    f"parameters are NaN/Inf at step {step}; not saving. The last good checkpoint "
+                    f"is step {ckpt.latest_step()} in {ckpt.dir}"
+                )
+            if selector:  # before the checkpoint whose metadata names it
+                selector.write_best(ckpt, meta_for)
+            ckpt.save(step, state, meta_for(step), force=force)
+
+        def run_evals(step):
+            results = {}
+            with mesh_lib.activate(mesh, axis_rules):
+                for split in the_task.eval_splits:
+                    out = eval_lib.evaluate_split(
+                        the_task,
+                        spec.model_def,
+                        state,
+                        mesh,
+                        axis_rules,
+                        split=split,
+                        step=step,
+                        global_batch_size=eval_batch_size or global_batch_size,
+                        out_dir=os.path.join(workdir, "eval"),
+                        checkpoint=os.path.join(ckpt.dir, str(step)),
+                        predict=predict_fn,
+                    )
+                    results[split] = out["metrics"]
+                    log.info(
+                        f"eval {split} @ {step}: "
+                        + ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
+                    )
+            if best_metric and the_task.eval_splits:
+                first = results[the_task.eval_splits[0]]
+                ckpt.save_best(step, state, meta_for(step), first)
+            return results
+
+        def evaluate_selected(selector, ckpt, state, spec, step):
+            """The selection rule's parameters on its whole final split (the last step's are in
+            eval/); None when no update reached `selection.start`."""
+            best = selector.best(ckpt, state, spec.abstract, spec.shardings)
+            if best is None:
+                log.warning(
+                    f"no parameters selected: the run stopped at update {step}, before "
+                    f"selection.start={selection.start}"
+                )
+                return None
+            best_step, best_state = best
+            with mesh_lib.activate(mesh, axis_rules):
                 out = eval_lib.evaluate_split(
                     the_task,
                     spec.model_def,
-                    state,
+                    best_state,
                     mesh,
                     axis_rules,
-                    split=split,
-                    step=step,
+                    split=selection.final_split,
+                    step=best_step,
                     global_batch_size=eval_batch_size or global_batch_size,
-                    out_dir=os.path.join(workdir, "eval"),
-                    checkpoint=os.path.join(ckpt.dir, str(step)),
+                    out_dir=os.path.join(workdir, "eval_best"),
+                    checkpoint=os.path.join(workdir, "best", str(best_step)),
                     predict=predict_fn,
                 )
-                results[split] = out["metrics"]
-                log.info(
-                    f"eval {split} @ {step}: "
-                    + ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
-                )
-        if best_metric and the_task.eval_splits:
-            first = results[the_task.eval_splits[0]]
-            ckpt.save_best(step, state, meta_for(step), first)
-        return results
-
-    def evaluate_selected(selector, ckpt, state, spec, step):
-        """The selection rule's parameters on its whole final split (the last step's are in
-        eval/); None when no update reached `selection.start`."""
-        best = selector.best(ckpt, state, spec.abstract, spec.shardings)
-        if best is None:
-            log.warning(
-                f"no parameters selected: the run stopped at update {step}, before "
-                f"selection.start={selection.start}"
+            value = selector.tracker.best_value
+            log.info(
+                f"selected update {best_step} ({selection.key}={value:.4f}) on "
+                f"{selection.final_split}: "
+                + ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
             )
-            return None
-        best_step, best_state = best
+            return {"step": best_step, selection.key: value, "eval": out["metrics"]}
+
+        # ------------------------------------------------------------ loop -------------
+        log.start_progress(start_step, num_train_steps, enabled=progress, budget_s=max_train_time_s)
+        t0 = time.time()
+        tick_time, tick_step, last, evals, stop_reason = None, start_step, {}, {}, "done"
+        budget_start = None  # the wall-clock budget starts after the first (compiling) step
+        step = start_step
         with mesh_lib.activate(mesh, axis_rules):
-            out = eval_lib.evaluate_split(
-                the_task,
-                spec.model_def,
-                best_state,
-                mesh,
-                axis_rules,
-                split=selection.final_split,
-                step=best_step,
-                global_batch_size=eval_batch_size or global_batch_size,
-                out_dir=os.path.join(workdir, "eval_best"),
-                checkpoint=os.path.join(workdir, "best", str(best_step)),
-                predict=predict_fn,
-            )
-        value = selector.tracker.best_value
-        log.info(
-            f"selected update {best_step} ({selection.key}={value:.4f}) on "
-            f"{selection.final_split}: "
-            + ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
-        )
-        return {"step": best_step, selection.key: value, "eval": out["metrics"]}
-
-    # ---------------------------------------------------------------- loop -------------
-    log.start_progress(start_step, num_train_steps, enabled=progress, budget_s=max_train_time_s)
-    t0 = time.time()
-    tick_time, tick_step, last, evals, stop_reason = None, start_step, {}, {}, "done"
-    budget_start = None  # the wall-clock budget starts after the first (compiling) step
-    step = start_step
-    with mesh_lib.activate(mesh, axis_rules):
-        while step < num_train_steps:
-            batch = next(device_batches)
-            state, metrics = step_fn(state, batch)
-            step += 1
-            if selector:
-                selector.after_update(step, state)
-            log.advance()
-            if tick_time is None:
-                # The first step includes compilation: time from its end.
-                jax.block_until_ready(metrics["loss"])
-                tick_time, tick_step = time.time(), step
-                budget_start = tick_time
-                log.start_budget()
-            if step % log_every == 0 or step == num_train_steps:
-                m = {k: float(v) for k, v in jax.device_get(metrics).items()}
-                if not math.isfinite(m["loss"]):
-                    stop_non_finite(
-                        f"loss is {m['loss']} at step {step}; stopping. The last good "
-                        f"checkpoint is step {ckpt.latest_step()} in {ckpt.dir}"
-                    )
-                now = time.time()
-                if step > tick_step:
-                    eps = (step - tick_step) * global_batch_size / (now - tick_time)
-                    m["examples_per_s"] = eps
-                    if flops_per_example:
-                        tflops, mfu = flops.mfu(
-                            eps, flops_per_example, jax.device_count(), jax.devices()[0].device_kind
+            while step < num_train_steps:
+                batch = next(device_batches)
+                state, metrics = step_fn(state, batch)
+                step += 1
+                if selector:
+                    selector.after_update(step, state)
+                log.advance()
+                if tick_time is None:
+                    # The first step includes compilation: time from its end.
+                    jax.block_until_ready(metrics["loss"])
+                    tick_time, tick_step = time.time(), step
+                    budget_start = tick_time
+                    log.start_budget()
+                if step % log_every == 0 or step == num_train_steps:
+                    m = {k: float(v) for k, v in jax.device_get(metrics).items()}
+                    if not math.isfinite(m["loss"]):
+                        stop_non_finite(
+                            f"loss is {m['loss']} at step {step}; stopping. The last good "
+                            f"checkpoint is step {ckpt.latest_step()} in {ckpt.dir}"
                         )
-                        m["tflops_per_s_per_device"] = tflops
-                        if mfu is not None:  # peak known (not on CPU)
-                            m["mfu"] = mfu
-                tick_time, tick_step = now, step
-                m.update(step=step, elapsed_s=now - t0, **(selector.last if selector else {}))
-                log.metrics(m)
-                last = m
-            if step % checkpoint_every == 0:
-                save(step)
-            if eval_every and step % eval_every == 0:
+                    now = time.time()
+                    if step > tick_step:
+                        eps = (step - tick_step) * global_batch_size / (now - tick_time)
+                        m["examples_per_s"] = eps
+                        if flops_per_example:
+                            tflops, mfu = flops.mfu(
+                                eps,
+                                flops_per_example,
+                                jax.device_count(),
+                                jax.devices()[0].device_kind,
+                            )
+                            m["tflops_per_s_per_device"] = tflops
+                            if mfu is not None:  # peak known (not on CPU)
+                                m["mfu"] = mfu
+                    tick_time, tick_step = now, step
+                    m.update(step=step, elapsed_s=now - t0, **(selector.last if selector else {}))
+                    log.metrics(m)
+                    last = m
+                if step % checkpoint_every == 0:
+                    save(step)
+                if eval_every and step % eval_every == 0:
+                    evals = run_evals(step)
+                if ckpt.should_stop(step):  # SIGTERM, a preemption notice or Ctrl-C
+                    stop_reason = ckpt.stop_reason
+                    break
+                if max_train_time_s is not None and time.time() - budget_start > max_train_time_s:
+                    stop_reason = "time budget"
+                    break
+        # ------------------------------------------------------------ close ------------
+        log.close_progress()
+        if ckpt.latest_step() != step:
+            save(step, force=True)
+        # Stopped by a signal: saved; the evaluations are for the rerun that finishes.
+        stopped = stop_reason in (ckpt_lib.PREEMPTED, ckpt_lib.INTERRUPTED)
+        if final_eval and (not eval_every or step % eval_every):
+            if the_task.eval_splits and not stopped:
                 evals = run_evals(step)
-            over_time = (
-                max_train_time_s is not None and time.time() - budget_start > max_train_time_s
+        selected = None
+        if selector and selection.final_split and not stopped:
+            selected = evaluate_selected(selector, ckpt, state, spec, step)
+        ckpt.close()
+        log.info(f"stopped at step {step}: {stop_reason}")
+        save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
+        log.close()
+        if pid == 0 and last:
+            plots.plot_training_curves(
+                {os.path.basename(os.path.abspath(workdir)): workdir},
+                os.path.join(workdir, "training_curves.png"),
             )
-            if ckpt.should_stop(step) or over_time:
-                stop_reason = "preempted (SIGTERM)" if not over_time else "time budget"
-                break
-    # ---------------------------------------------------------------- close ------------
-    log.close_progress()
-    if ckpt.latest_step() != step:
-        save(step, force=True)
-    if final_eval and (not eval_every or step % eval_every):
-        if the_task.eval_splits and stop_reason != "preempted (SIGTERM)":
-            evals = run_evals(step)
-    selected = None
-    if selector and selection.final_split and stop_reason != "preempted (SIGTERM)":
-        selected = evaluate_selected(selector, ckpt, state, spec, step)
-    ckpt.close()
-    log.info(f"stopped at step {step}: {stop_reason}")
-    save_config(workdir, gin.operative_config_str(), name="operative_config.gin")
-    log.close()
-    if pid == 0 and last:
-        plots.plot_training_curves(
-            {os.path.basename(os.path.abspath(workdir)): workdir},
-            os.path.join(workdir, "training_curves.png"),
-        )
-    out = {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
-    if selected is not None:
-        out["selected"] = selected
-    return out
+        out = {"step": step, "train": last, "eval": evals, "stop_reason": stop_reason}
+        if selected is not None:
+            out["selected"] = selected
+        return out
 
 
 def save_config(workdir: str, text: str, name: str = "config.gin") -> None:

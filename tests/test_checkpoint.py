@@ -228,17 +228,52 @@ def test_sigterm_sets_should_stop(tmp_path):
     ck = ckpt_lib.Checkpointer(str(tmp_path))
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        ck.install_sigterm_handler()
+        ck.install_stop_handlers()
         assert not ck.should_stop(1)
         os.kill(os.getpid(), signal.SIGTERM)
         # A signal sent to the own process is pending when os.kill returns; CPython runs the
         # Python handler in the main thread before the next bytecode.
-        assert ck.should_stop(1)
+        assert ck.should_stop(1) and ck.stop_reason == ckpt_lib.PREEMPTED
         assert ck.should_stop(2)  # stays set until the run exits
     finally:
         signal.signal(signal.SIGTERM, previous)
         ck.close()
     assert not ckpt_lib.Checkpointer(str(tmp_path / "other")).should_stop(1)
+
+
+def test_a_first_ctrl_c_asks_to_save_and_stop_and_a_second_aborts(tmp_path):
+    ck = ckpt_lib.Checkpointer(str(tmp_path))
+    previous = signal.getsignal(signal.SIGINT)
+    said = []
+    try:
+        ck.install_stop_handlers(report=said.append)
+        os.kill(os.getpid(), signal.SIGINT)  # runs the handler before the next bytecode
+        assert ck.should_stop(1) and ck.stop_reason == ckpt_lib.INTERRUPTED
+        assert said == [
+            "Ctrl-C: saving a checkpoint after this step, then stopping (press Ctrl-C again to "
+            "abort without saving)"
+        ]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.getsignal(signal.SIGINT)  # (a bytecode for the pending handler to run before)
+        assert len(said) == 1
+    finally:
+        ck.close()
+    assert signal.getsignal(signal.SIGINT) is previous
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    # nohup and `cmd &` in a script start the run with SIGINT ignored: it must not stop then.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ck = ckpt_lib.Checkpointer(str(tmp_path))
+    try:
+        ck.install_stop_handlers()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGINT)
+        assert not ck.should_stop(1)
+    finally:
+        ck.close()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_install_sigterm_handler_off_the_main_thread_changes_nothing(tmp_path):
@@ -248,7 +283,7 @@ def test_install_sigterm_handler_off_the_main_thread_changes_nothing(tmp_path):
 
     def install():
         try:
-            ck.install_sigterm_handler()
+            ck.install_stop_handlers()
         except Exception as e:  # signal.signal raises ValueError off the main thread
             errors.append(e)
 
@@ -266,8 +301,8 @@ def test_close_puts_back_the_previous_sigterm_handler(tmp_path):
     previous = signal.getsignal(signal.SIGTERM)
     ck = ckpt_lib.Checkpointer(str(tmp_path))
     try:
-        ck.install_sigterm_handler()
-        ck.install_sigterm_handler()  # twice: close still puts back the original one
+        ck.install_stop_handlers()
+        ck.install_stop_handlers()  # twice: close still puts back the original one
         assert signal.getsignal(signal.SIGTERM) is not previous
         ck.close()
         assert signal.getsignal(signal.SIGTERM) is previous

@@ -18,7 +18,7 @@ import pytest
 from flax import nnx
 from PIL import Image
 
-from chartjax import infer
+from chartjax import infer, infer_output
 from chartjax.data import patches, render, tables
 from chartjax.data.images import decode_image_bytes
 from chartjax.data.tables import DEPLOT_PROMPT
@@ -278,10 +278,10 @@ def test_table_files_from_a_known_prediction(tmp_path):
 
 def test_out_must_be_new_or_empty_and_overwrite_clears_only_our_files(tmp_path, capsys):
     out = tmp_path / "out"
-    infer.prepare_out(str(out), ["tables"], overwrite=False)  # new: fine, nothing created
+    infer_output.prepare_out(str(out), ["tables"], overwrite=False)  # new: fine, nothing created
     assert not out.exists()
     out.mkdir()
-    infer.prepare_out(str(out), ["tables"], overwrite=False)  # empty: fine
+    infer_output.prepare_out(str(out), ["tables"], overwrite=False)  # empty: fine
     (out / "tables" / "sub").mkdir(parents=True)
     (out / "tables" / "sub" / "old.csv").write_text("x\n")
     (out / "predictions.jsonl").write_text("{}\n")
@@ -292,11 +292,11 @@ def test_out_must_be_new_or_empty_and_overwrite_clears_only_our_files(tmp_path, 
     err = fail_infer(capsys, *cli, "--out", out)
     assert f"--out {out} is not empty (notes.txt, predictions.jsonl, tables)" in err
     assert "--overwrite" in err and (out / "tables" / "sub" / "old.csv").exists()
-    infer.prepare_out(str(out), ["tables"], overwrite=True)
+    infer_output.prepare_out(str(out), ["tables"], overwrite=True)
     assert sorted(os.listdir(out)) == ["notes.txt"]
     (tmp_path / "file").write_text("")
     with pytest.raises(infer.InputError, match="is a file, not a folder"):
-        infer.prepare_out(str(tmp_path / "file"), [], overwrite=True)
+        infer_output.prepare_out(str(tmp_path / "file"), [], overwrite=True)
 
 
 def test_overwrite_leaves_no_stale_table(ckpts, vocab_file, images, tmp_path, capsys):
@@ -356,7 +356,8 @@ def test_corrupt_image_stops_or_is_skipped(
     ]
     err = fail_infer(capsys, *args, "--out", tmp_path / "o1")
     assert str(d / "bad.png") in err and "--skip_bad" in err
-    assert not (tmp_path / "o1" / "predictions.jsonl").exists()
+    # Stopped before any input was done (one batch): --out is left as it was.
+    assert not (tmp_path / "o1").exists()
 
     summary = run_infer(capsys, *args, "--out", tmp_path / "o2", "--skip_bad")
     assert (summary["examples"], summary["skipped"]) == (2, 1)
@@ -511,20 +512,19 @@ def _build_chartcheck(data_dir: str) -> None:
 
 
 def test_chartcheck_tfds_split(ckpts, p2s, vocab, vocab_file, tmp_path, capsys):
-    import tensorflow_datasets as tfds
-
-    from chartjax.data import sources
+    from chartjax.data import sources, tfds_records
 
     data_dir = str(tmp_path / "tfds")
     _build_chartcheck(data_dir)
-    builder = tfds.builder_from_directory(sources.tfds_builder_dir("chartcheck", data_dir))
-    ds = builder.as_dataset(split="test_two", decoders={"image": tfds.decode.SkipDecoding()})
+    builder_dir = sources.tfds_builder_dir("chartcheck", data_dir)
+    builder = tfds_records.builder(builder_dir)
+    label_feature = tfds_records.flat_features(builder.info.features)["label"]
     want = []
-    for ex in tfds.as_numpy(ds):
+    for ex in tfds_records.split_examples(builder_dir, "test_two"):  # a claim per example
         prompt = CHARTCHECK_PROMPT.format(
             caption=ex["caption"].decode(), claim=ex["claim"].decode()
         )
-        label = builder.info.features["label"].int2str(int(ex["label"]))
+        label = label_feature.int2str(int(ex["label"]))
         want.append(
             (
                 ex["id"].decode(),
@@ -533,7 +533,7 @@ def test_chartcheck_tfds_split(ckpts, p2s, vocab, vocab_file, tmp_path, capsys):
                 ref_features(ex["image"], prompt, font_size=12),
             )
         )
-    assert len(want) == builder.info.splits["test_two"].num_examples >= 2
+    assert len(want) > builder.info.splits["test_two"].num_examples  # a chart with 2 claims
     summary = run_infer(
         capsys,
         "--task",

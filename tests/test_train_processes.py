@@ -7,6 +7,8 @@ Resume: a run SIGKILLed after its first checkpoint and then resumed ends with pa
 bit-identical to an uninterrupted run on the same mesh, and logs each step once.
 SIGTERM: the run saves and exits 143; its rerun, after the latest checkpoint is damaged, names
 that checkpoint in one line, keeps it, resumes from the one before and logs each step once.
+Busy workdir and Ctrl-C: a second run on the workdir of a running one is refused in one line
+naming it (pid, host, since when) and writes nothing; a first Ctrl-C saves and stops (130).
 """
 
 import glob
@@ -36,7 +38,7 @@ TINY = [
 ]
 
 
-def _cmd(workdir, bindings):
+def _cmd(workdir, bindings, flags=()):
     # Not `-m chartjax.train`: gin would see the configurables twice (__main__ and module).
     cmd = [
         sys.executable,
@@ -44,6 +46,7 @@ def _cmd(workdir, bindings):
         "import sys; from chartjax.tools.train import main; sys.exit(main(sys.argv[1:]))",
         "--gin_file=tasks/synthetic_rn.gin",
         f"--workdir={workdir}",
+        *flags,
     ]
     return cmd + [f"--gin_bindings={b}" for b in TINY + bindings]
 
@@ -213,7 +216,7 @@ def test_sigterm_exits_143_and_a_damaged_checkpoint_is_skipped_and_kept(tmp_path
     _truncate_array_files(ckpts / str(stopped))
     total = stopped + 3
     rerun = subprocess.run(
-        _cmd(run, common + [f"train.num_train_steps={total}"]),
+        _cmd(run, common + [f"train.num_train_steps={total}"], ["--allow_config_change"]),
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -233,3 +236,77 @@ def test_sigterm_exits_143_and_a_damaged_checkpoint_is_skipped_and_kept(tmp_path
     scalars, _ = _tb_scalars_as_tensorboard_shows_them(str(run))
     assert [step for step, _ in scalars["train/loss"]] == list(range(1, total + 1))
     assert sorted(int(d) for d in os.listdir(ckpts) if d.isdigit())[-1] == total
+
+
+def _wait_for_rows(proc, workdir, rows=1):
+    path = os.path.join(workdir, "train_metrics.jsonl")
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(path) and len(_logged_steps(workdir)) >= rows:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the run ended before it logged a step")
+
+
+@pytest.mark.slow
+def test_a_second_run_is_refused_and_ctrl_c_saves_and_stops(tmp_path, capsys):
+    import gin
+
+    from chartjax.tools import train as train_cli
+
+    common = [
+        "train.log_every=1",
+        "train.checkpoint_every=1000",
+        "train.global_batch_size=8",
+        "train.final_eval=False",
+        "train.num_train_steps=100000",
+    ]
+    run = tmp_path / "run"
+    err = open(tmp_path / "first.err", "w")
+    first = subprocess.Popen(
+        _cmd(run, common),
+        env=_env(1),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        # As a terminal starts it: a test runner in the background may have SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        _wait_for_rows(first, run)
+        lock = run / "train.lock"
+        held = lock.read_text()
+        since = json.loads(held)["since"]
+        # The second run, in this process: the same config, then another one.
+        for extra in ([], ["RNConfig.g_dim=32"]):
+            try:
+                status = train_cli.main(_cmd(run, common + extra)[3:])
+            finally:
+                gin.clear_config()
+            assert status == 2
+            assert capsys.readouterr().err == (
+                f"chartjax-train: error: {run} is in use by another run: pid {first.pid} on host "
+                f"{socket.gethostname()} since {since} (lock file {lock}; stop that run or "
+                "choose another --workdir)\n"
+            )
+        assert lock.read_text() == held
+
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        err.close()
+    first_err = (tmp_path / "first.err").read_text()
+    assert first.returncode == 130, first_err[-3000:]
+    said = [line for line in first_err.splitlines() if "Ctrl-C" in line]
+    stopped = int(os.listdir(run / "checkpoints")[0])  # the only one: saved on Ctrl-C
+    assert said[0].endswith(
+        "WARNING Ctrl-C: saving a checkpoint after this step, then stopping (press Ctrl-C "
+        "again to abort without saving)"
+    )
+    assert len(said) == 2, first_err[-3000:]
+    assert said[1].endswith(f"INFO stopped at step {stopped}: interrupted (Ctrl-C)")
+    assert "Traceback" not in first_err
+    assert _logged_steps(run) == list(range(1, stopped + 1))  # each step once
+    assert not lock.exists()

@@ -23,11 +23,24 @@ Outputs in `--out`:
           --template "{claim}" --pair_template "{table}" --max_input_len 1024 --out out/nli
       chartjax-infer --task classify --checkpoint ~/ckpt/tapas_tabfact --inputs claims.jsonl \
           --template "{claim}" --table_field table --out out/tapas
-stdout: one JSON summary line (examples, skipped, truncated inputs, seconds, examples/s).
+  infer_progress.json  how many inputs are done (and the run's settings): rows are appended to
+                     predictions.jsonl as batches finish, and every `--flush_every` inputs the
+                     file is fsync'd and this record updated. `--resume` continues a stopped
+                     run after its last record (a partial last line and rows past it are cut
+                     off, those inputs run again): the files equal an uninterrupted run's.
+stdout: one JSON summary line (examples, skipped, truncated inputs, devices, processes, the
+global batch, shard, inputs resumed, seconds, examples/s); stderr: a progress bar (examples/s).
 
-Decoding is KV-cached greedy (`--beam_size 1`) or beam search (the best beam), batched; the last
-batch is padded to `--batch_size` so decoding compiles once. While the accelerator decodes one
-batch the host prepares the next (JAX dispatch is asynchronous).
+Decoding is KV-cached greedy (`--beam_size 1`) or beam search (the best beam), batched and data
+parallel over every device (`--batch_size` is the global batch, rounded up to a multiple of the
+device count); the last batch is padded (masked rows) so decoding compiles once. While the
+accelerators decode one batch the host prepares the next (JAX dispatch is asynchronous).
+
+Splitting the work: `--shard I/N` takes the I-th of N contiguous blocks of the inputs (in input
+order), each job with its own `--out`; the N predictions.jsonl, concatenated in shard order,
+are one run's. Multi-host (CHARTJAX_COORDINATOR etc., README "Sharding and multi-host"): every
+process runs the same command, featurizes its slice of each global batch, and process 0 writes
+every row into --out (the other processes need no access to it).
 
 The model's family and size are read from the checkpoint (config.json for HF: T5, Pix2Struct,
 BART with `--task text`, DeBERTa / TAPAS with `--task classify`); no gin file is needed.
@@ -49,6 +62,17 @@ from chartjax.infer_inputs import InputError
 from chartjax.tasks import catalog
 
 DEFAULT_FONT_SIZE = 36
+
+
+def _shard(text: str) -> tuple[int, int]:
+    i, sep, n = text.partition("/")
+    try:
+        i, n = int(i), int(n)
+    except ValueError:
+        i = n = -1
+    if not sep or not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
+    return i, n
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -93,8 +117,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help="first remove what chartjax-infer writes in --out (predictions.jsonl, tables/); "
-        "other files there are kept",
+        help="first remove what chartjax-infer writes in --out (predictions.jsonl, "
+        "infer_progress.json, tables/); other files there are kept",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the stopped run in --out after its last complete chunk (same flags; a "
+        "new or empty --out starts afresh)",
+    )
+    p.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help="take only the I-th of N contiguous blocks of the inputs (0 <= I < N)",
+    )
+    p.add_argument(
+        "--flush_every",
+        type=int,
+        default=256,
+        help="fsync predictions.jsonl and record progress every N inputs (whole batches)",
     )
     p.add_argument("--batch_size", type=int, default=8)
     p.add_argument("--max_decode_len", type=int, default=128)
@@ -130,6 +172,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
     for name in (
         "batch_size",
+        "flush_every",
         "max_decode_len",
         "beam_size",
         "max_patches",
@@ -146,12 +189,12 @@ def main(argv=None) -> None:
     host_memory.keep_freed_memory()
     try:
         output_dirs = {d for spec in catalog.INFERENCE.values() for d in spec.output_dirs}
-        infer.prepare_out(args.out, output_dirs, args.overwrite)  # before loading anything
-        summary = infer.run(args, catalog.inference(args.task), catalog.templates())
-    except (InputError, FileNotFoundError, ValueError) as e:
+        summary = infer.run(args, catalog.inference(args.task), catalog.templates(), output_dirs)
+    except (InputError, OSError, ValueError) as e:  # OSError: a write that failed (disk full)
         print(f"chartjax-infer: {e}", file=sys.stderr)
         raise SystemExit(1) from None
-    print(json.dumps(summary), flush=True)
+    if summary is not None:  # process 0 reports
+        print(json.dumps(summary), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,20 @@
 
     chartjax-train --gin_file=gin_configs/tasks/figureqa_rn.gin --workdir=runs/rn \\
         [--gin_file=hardware/fsdp.gin] [--gin_bindings='train.num_train_steps = 100']
+        [--allow_config_change]
+
+One run per workdir: a second run on a workdir in use is refused, naming the run that holds it,
+and so is a rerun whose config differs from the workdir's config.gin, naming each differing
+binding, unless --allow_config_change is given. A first Ctrl-C saves a checkpoint and stops, as
+SIGTERM does; a second one aborts without saving.
 
 Exit status, for schedulers: 0 the run finished (its steps or its time budget); 143 (128 +
 SIGTERM) it was stopped by SIGTERM or a preemption notice after saving a checkpoint (rerun to
-resume); 3 a NaN/Inf loss or parameters stopped it (the message names the last good
-checkpoint); 2 bad flags, or the workdir's checkpoints cannot be resumed (the model changed,
-none readable); 1 any other error.
+resume); 130 (128 + SIGINT) Ctrl-C stopped it, after saving unless pressed twice; 3 a NaN/Inf
+loss or parameters stopped it (the message names the last good checkpoint); 2 bad flags or
+settings (a missing gin file, a misspelt binding, a zero checkpoint_every), the workdir is in
+use or its config differs, or its checkpoints cannot be resumed (the model changed, none
+readable); 1 any other error.
 """
 
 from __future__ import annotations
@@ -15,18 +23,22 @@ from __future__ import annotations
 import sys
 
 from chartjax import checkpoint as ckpt_lib
-from chartjax import config, host_memory, quiet, recipe
+from chartjax import config, host_memory, quiet, recipe, workdir_lock
 from chartjax import train as train_lib
 
 EXIT_DONE = 0
 EXIT_CANNOT_RESUME = 2  # as argparse's usage errors: the run cannot start as asked
+EXIT_USAGE = 2
 EXIT_NON_FINITE = 3  # NaN/Inf loss or parameters
 EXIT_PREEMPTED = 128 + 15  # SIGTERM, as a shell reports a terminated process
+EXIT_INTERRUPTED = 128 + 2  # SIGINT (Ctrl-C), likewise
 
 
 def exit_status(stop_reason: str) -> int:
     """The exit status of a run that returned with `stop_reason` (train.train's)."""
-    return EXIT_PREEMPTED if stop_reason.startswith("preempted") else EXIT_DONE
+    return {ckpt_lib.PREEMPTED: EXIT_PREEMPTED, ckpt_lib.INTERRUPTED: EXIT_INTERRUPTED}.get(
+        stop_reason, EXIT_DONE
+    )
 
 
 def _message(err: BaseException) -> str:
@@ -34,19 +46,46 @@ def _message(err: BaseException) -> str:
     return str(err).split("\n  In call to configurable")[0]
 
 
+def _error(err: BaseException, status: int) -> int:
+    # A ConfigError has one line per problem; other messages may go on with indented details.
+    lines = _message(err).splitlines() if isinstance(err, config.ConfigError) else [_message(err)]
+    for line in lines:
+        print(f"chartjax-train: error: {line}", file=sys.stderr)
+    return status
+
+
+def _add_flags(parser) -> None:
+    quiet.add_flag(parser)
+    parser.add_argument(
+        "--allow_config_change",
+        action="store_true",
+        help="resume a workdir whose config.gin differs from this run's config",
+    )
+
+
 def main(argv=None) -> int:
     argv = quiet.setup(argv)  # before anything imports TensorFlow
-    args = config.parse_flags(argv, description=__doc__, extra=quiet.add_flag)
+    try:
+        args = config.parse_flags(argv, description=__doc__, extra=_add_flags)
+    except config.ConfigError as err:
+        return _error(err, EXIT_USAGE)
     recipe.check_trainable()  # an evaluation-only recipe exits here with what to run instead
     host_memory.keep_freed_memory()
     try:
-        result = train_lib.train(args.workdir)
+        result = train_lib.train(args.workdir, allow_config_change=args.allow_config_change)
     except FloatingPointError as err:
         print(f"chartjax-train: stopped: {_message(err)}", file=sys.stderr)
         return EXIT_NON_FINITE
+    except (config.ConfigError, workdir_lock.RunRefusedError) as err:
+        return _error(err, EXIT_USAGE)
     except ckpt_lib.CheckpointError as err:
-        print(f"chartjax-train: error: {_message(err)}", file=sys.stderr)
-        return EXIT_CANNOT_RESUME
+        return _error(err, EXIT_CANNOT_RESUME)
+    except KeyboardInterrupt:  # a second Ctrl-C (or one before the loop could save)
+        print(
+            "chartjax-train: aborted by Ctrl-C; nothing saved since the last checkpoint",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     return exit_status(result["stop_reason"])
 
 

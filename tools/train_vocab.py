@@ -1,13 +1,20 @@
 """Train a SentencePiece vocabulary for from-scratch models (T5 conventions).
 
-    python -m chartjax.tools.train_vocab --input corpus.txt [more.txt ...] --out vocab --vocab_size 32000
-    python -m chartjax.tools.train_vocab --input data.jsonl --field caption --field table --out vocab
+    chartjax-train-vocab --input corpus.txt [more.txt ...] --out vocab --vocab_size 32000
+    chartjax-train-vocab --input data.jsonl --field caption --field table --out vocab
+    (or python -m chartjax.tools.train_vocab ...)
 
 Writes `<out>.model` and `<out>.vocab`. Ids: pad 0, EOS 1, UNK 2, no BOS; byte fallback on, so
 any byte (newline included, as `<0x0A>`) is encodable. Multi-line texts are split into lines
 before training, so "\\n" never becomes a piece of its own and always goes through byte fallback,
 as in the released Pix2Struct vocabulary. Normalization is NFKC (not SentencePiece's default
 `nmt_nfkc`, which would turn newlines into spaces).
+
+Size: at least 3 special ids + 256 byte pieces + the corpus's characters (those within
+`--character_coverage`), so a few hundred at the least; at most what the corpus yields (or fewer
+with `--soft_vocab_limit`). Either limit is one line on stderr, exit status 2. The model's
+`vocab_size` (T5Config / Pix2StructConfig) should be this size, padded at most to
+2 x size + 128 (chartjax-train checks it).
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import sys
 from collections.abc import Iterable, Iterator
 
 from chartjax.metrics import prediction_files
@@ -59,36 +68,76 @@ def train(
     `split_digits`: every digit its own piece (numbers are read digit by digit)."""
     import sentencepiece as spm
 
+    failed = []  # SentencePiece swallows the iterator's errors (a bad JSONL record): kept here
+
     def sentences():
-        for t in texts:
-            for s in t.split("\n"):
-                if s.strip():
-                    yield s
+        try:
+            for t in texts:
+                for s in t.split("\n"):
+                    if s.strip():
+                        yield s
+        except ValueError as e:
+            failed.append(e)
 
     os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=sentences(),
-        model_prefix=out_prefix,
-        vocab_size=vocab_size,
-        model_type=model_type,
-        pad_id=0,
-        eos_id=1,
-        unk_id=2,
-        bos_id=-1,
-        byte_fallback=True,
-        normalization_rule_name="nfkc",
-        character_coverage=character_coverage,
-        input_sentence_size=input_sentence_size,
-        shuffle_input_sentence=True,
-        hard_vocab_limit=hard_vocab_limit,
-        split_digits=split_digits,
-        minloglevel=2,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences(),
+            model_prefix=out_prefix,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            pad_id=0,
+            eos_id=1,
+            unk_id=2,
+            bos_id=-1,
+            byte_fallback=True,
+            normalization_rule_name="nfkc",
+            character_coverage=character_coverage,
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=hard_vocab_limit,
+            split_digits=split_digits,
+            minloglevel=2,
+        )
+    except RuntimeError as e:  # "Internal: src/trainer_interface.cc(584) [...] ..."
+        if not failed:
+            raise ValueError(_size_problem(str(e), vocab_size, character_coverage)) from None
+    if failed:
+        raise failed[0]
     return out_prefix + ".model"
 
 
+# SentencePiece's words for its two size limits (trainer_interface.cc).
+_TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
+_TOO_LARGE = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
+META_PIECES = 3 + 256  # pad, EOS, UNK and the byte-fallback pieces: any text is encodable
+
+
+def _size_problem(message: str, vocab_size: int, character_coverage: float) -> str:
+    """SentencePiece's size error as one line saying what to change."""
+    if m := _TOO_SMALL.search(message):
+        need = int(m[2])
+        return (
+            f"--vocab_size {vocab_size} is too small: this corpus needs at least {need} pieces "
+            f"(3 special ids, 256 byte-fallback pieces and the {need - META_PIECES} characters "
+            f"--character_coverage {character_coverage} keeps); raise --vocab_size to {need} "
+            "or more, or lower --character_coverage"
+        )
+    if m := _TOO_LARGE.search(message):
+        return (
+            f"--vocab_size {vocab_size} is too large for this corpus: it yields at most "
+            f"{m[2]} pieces; lower --vocab_size, give more text, or --soft_vocab_limit to "
+            "accept fewer pieces"
+        )
+    return "SentencePiece: " + (message.strip().splitlines() or ["failed"])[-1]
+
+
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="chartjax-train-vocab",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--input", nargs="+", required=True, help="text files and/or JSONL files")
     p.add_argument("--field", action="append", default=[], help="JSONL field(s) to read")
     p.add_argument("--out", required=True, help="output prefix: writes <out>.model, <out>.vocab")
@@ -104,15 +153,22 @@ def main(argv=None) -> None:
     for path in a.input:
         if not os.path.isfile(path):
             p.error(f"input file not found: {path}")
-    model = train(
-        iter_texts(a.input, a.field),
-        a.out,
-        vocab_size=a.vocab_size,
-        model_type=a.model_type,
-        character_coverage=a.character_coverage,
-        hard_vocab_limit=not a.soft_vocab_limit,
-    )
-    print(json.dumps({"model": model, "vocab_size": a.vocab_size}))
+    try:
+        model = train(
+            iter_texts(a.input, a.field),
+            a.out,
+            vocab_size=a.vocab_size,
+            model_type=a.model_type,
+            character_coverage=a.character_coverage,
+            hard_vocab_limit=not a.soft_vocab_limit,
+        )
+    except ValueError as e:  # a size the corpus cannot give, a bad JSONL record
+        print(f"chartjax-train-vocab: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    import sentencepiece as spm
+
+    pieces = spm.SentencePieceProcessor(model_file=model).get_piece_size()
+    print(json.dumps({"model": model, "vocab_size": pieces}))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ reads printed values digit by digit, issue 15 item 5)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import sentencepiece as spm
 
@@ -27,3 +29,66 @@ def test_split_digits(tmp_path):
     digits = [p.lstrip("\u2581") for p in pieces[True] if any(c.isdigit() for c in p)]
     assert digits == ["1", "9", "8", "7", "4", "2", "5"]  # "." and "▁" are pieces of their own
     assert any(sum(c.isdigit() for c in p) > 1 for p in pieces[False])  # merged otherwise
+
+
+# ---------------------------------------------------------------- chartjax-train-vocab --------
+
+
+def test_the_console_script_is_declared():
+    import tomllib
+    from pathlib import Path
+
+    with open(Path(__file__).resolve().parents[2] / "pyproject.toml", "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    assert scripts["chartjax-train-vocab"] == "chartjax.tools.train_vocab:main"
+
+
+def _main(capsys, *argv) -> tuple[int, str, str]:
+    try:
+        train_vocab.main([str(a) for a in argv])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_size_the_corpus_cannot_give_is_one_line_with_the_limit(tmp_path, capsys):
+    """SentencePiece's internal errors (trainer_interface.cc) become what to change: the
+    minimum is 3 special ids + 256 byte pieces + the corpus's characters; the maximum is what
+    the corpus yields."""
+    from chartjax.data.vocab import Vocabulary
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Year | 2019 | 42.5\nThe chart shows sales by country\n")
+    chars = len(set("Year|2019425Thechartshowssalesbycountry.") | {"▁"})
+    out = tmp_path / "spm"
+
+    code, _, err = _main(capsys, "--input", corpus, "--out", out, "--vocab_size", 100)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith(
+        f"chartjax-train-vocab: error: --vocab_size 100 is too small: this corpus needs at "
+        f"least {259 + chars} pieces (3 special ids, 256 byte-fallback pieces and the {chars} "
+        "characters --character_coverage 0.9999 keeps)"
+    )
+
+    code, _, err = _main(capsys, "--input", corpus, "--out", out, "--vocab_size", 1000)
+    assert code == 2 and len(err.splitlines()) == 1
+    most = int(err.split("it yields at most ")[1].split()[0])
+    assert err.startswith("chartjax-train-vocab: error: --vocab_size 1000 is too large for")
+    assert 259 + chars <= most < 1000
+
+    code, stdout, err = _main(capsys, "--input", corpus, "--out", out, "--vocab_size", most)
+    assert code == 0, err
+    assert json.loads(stdout)["vocab_size"] == most == Vocabulary(f"{out}.model").vocab_size
+    code, stdout, _ = _main(
+        capsys, "--input", corpus, "--out", out, "--vocab_size", 1000, "--soft_vocab_limit"
+    )
+    assert code == 0 and json.loads(stdout)["vocab_size"] <= most  # what the corpus gives
+
+
+def test_a_bad_jsonl_record_is_one_line(tmp_path, capsys):
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"caption": "a chart"}\n{"title": "no caption"}\n')
+    code, _, err = _main(capsys, "--input", data, "--field", "caption", "--out", tmp_path / "spm")
+    assert (code, err) == (2, f"chartjax-train-vocab: error: {data}:2: missing field 'caption'\n")

@@ -14,14 +14,17 @@ mode into a fresh data_dir:
     2.77's DirectRunner tries to download the Prism runner first and falls back to the
     FnApiRunner offline; naming it skips that attempt).
 
-Every build must write the corpus's number of examples (qa pairs / annotation files), or the
-benchmark stops: Beam 2.77's FnApiRunner used to drop examples between stages (the builders now
-prevent and detect that, tfds_builders/common/beam_build.py).
+Every build must write the corpus's records and examples (FigureQA: one record per figure with
+its qa pairs inside; CHART-Info: one per annotation file), or the benchmark stops: Beam 2.77's
+FnApiRunner used to drop examples between stages (tfds_builders/common/beam_build.py).
 
-Reported per build: wall seconds of `download_and_prepare` (pipeline and worker start-up
-included), examples/s and charts/s, CPU seconds of this process and its reaped children, and
-the 1-minute load average before and after: the machine may be shared, and a wall-clock rate
-means little without the load beside it.
+Each build runs in a child process. Reported per build: wall seconds of `download_and_prepare`
+(pipeline and worker start-up included), examples/s and charts/s, CPU seconds of the build
+process and its reaped children, the peak resident memory of the whole process tree (the build
+and its Beam workers, sampled every 0.1 s: `peak_rss_bytes`), the bytes of the raw corpus (PNG
+and JSON files) and of the build and their ratio, and the 1-minute load average before and
+after: the machine may be shared, and a wall-clock rate means little without the load beside
+it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import sys
 import tempfile
 import time
 
+from chartjax.data import tfds_records
 from chartjax.tools.bench import harness
 
 MODES = ("plain", "beam1", "beam2")
@@ -87,8 +91,9 @@ def _download_config(manual_dir: str, mode: str):
     )
 
 
-def build(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
-    """Builds `builder` from `manual_dir` once in `mode`; returns timing and counts."""
+def build(builder: str, manual_dir: str, data_dir: str, mode: str, verify: bool = True) -> dict:
+    """Builds `builder` from `manual_dir` once in `mode`; returns timing (and with `verify`,
+    the counts and bytes, checked against the corpus)."""
     if builder == "figureqa":
         from tfds_builders.figureqa.figureqa import Builder
 
@@ -103,44 +108,103 @@ def build(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
         b.download_and_prepare(download_config=config)
     wall = time.perf_counter() - t0
     cpu = harness.cpu_seconds() - cpu0
-    examples = sum(s.num_examples for s in b.info.splits.values())
-    expected = _expected_examples(builder, manual_dir)
-    if examples != expected:  # a rate over a build that lost examples would mean nothing
-        raise RuntimeError(
-            f"{builder} {mode}: wrote {examples} examples, the corpus in {manual_dir} has "
-            f"{expected}"
-        )
-    charts = _count_charts(builder, manual_dir)
-    return {
+    row = {
         "builder": builder,
         "mode": mode,
         "beam_workers": 0 if mode == "plain" else int(mode.removeprefix("beam")),
-        "charts": charts,
-        "examples": examples,
+        "build_dir": os.fspath(b.data_path),
         "wall_s": round(wall, 1),
-        "examples_per_s": round(examples / wall, 1),
-        "charts_per_s": round(charts / wall, 2),
         "cpu_s": round(cpu, 1),
         "load_avg_1m_before": load0,
         "load_avg_1m_after": _load(),
     }
+    return verified(row, manual_dir) if verify else row
 
 
-def _expected_examples(builder: str, manual_dir: str) -> int:
-    """Examples a complete build has: FigureQA's qa pairs, or the CHART-Info annotation files."""
+def verified(row: dict, manual_dir: str) -> dict:
+    """A build's row with its counts and bytes, after checking it holds the whole corpus."""
+    builder, mode, build_dir = row["builder"], row["mode"], row["build_dir"]
+    splits = list(tfds_records.builder(build_dir).info.splits.values())
+    records = sum(s.num_examples for s in splits)
+    examples = _built_examples(build_dir, [s.name for s in splits])
+    expected = _expected(builder, manual_dir)
+    if (records, examples) != expected:  # a rate over a build that lost data would mean nothing
+        raise RuntimeError(
+            f"{builder} {mode}: wrote {records} records of {examples} examples, the corpus in "
+            f"{manual_dir} has {expected[0]} of {expected[1]}"
+        )
+    charts = _count_charts(builder, manual_dir)
+    raw, built = _tree_bytes(manual_dir), _tree_bytes(build_dir)
+    wall = row["wall_s"]
+    return {
+        **row,
+        "builder": builder,
+        "mode": mode,
+        "beam_workers": 0 if mode == "plain" else int(mode.removeprefix("beam")),
+        "charts": charts,
+        "records": records,
+        "examples": examples,
+        "raw_bytes": raw,
+        "build_bytes": built,
+        "build_over_raw": round(built / raw, 3),
+        "build_bytes_per_chart": round(built / charts),
+        "build_bytes_per_example": round(built / examples),
+        "examples_per_s": round(examples / wall, 1),
+        "charts_per_s": round(charts / wall, 2),
+    }
+
+
+def build_measured(builder: str, manual_dir: str, data_dir: str, mode: str) -> dict:
+    """`build` in a child process, with the peak resident memory of its whole process tree
+    (the build and any Beam workers) sampled from outside: `peak_rss_bytes`."""
+    from chartjax.tools.bench import process_memory
+
+    code = (
+        "import json, sys; from chartjax.tools.bench import build; "
+        "print(json.dumps(build.build(*sys.argv[1:], verify=False)))"
+    )
+    cmd = [sys.executable, "-c", code, builder, manual_dir, data_dir, mode]
+    proc, peak = process_memory.run(cmd)
+    if proc.returncode:
+        raise RuntimeError(f"{builder} {mode} build failed:\n{proc.stderr[-3000:]}")
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**verified(row, manual_dir), "peak_rss_bytes": peak}  # counted outside the peak
+
+
+def _tree_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def _built_examples(build_dir: str, splits) -> int:
+    """Examples of a build: FigureQA's questions inside their figures' records."""
+    from chartjax.data import tfds_records
+
+    total = 0
+    for split in splits:
+        source = tfds_records.data_source(build_dir, split)
+        total += sum(tfds_records.num_items(source[i]) for i in range(len(source)))
+    return total
+
+
+def _expected(builder: str, manual_dir: str) -> tuple[int, int]:
+    """(records, examples) a complete build has: FigureQA's figures with questions and its qa
+    pairs, or the CHART-Info annotation files (one record each)."""
     if builder == "figureqa":
         from tfds_builders.figureqa.figureqa import SPLIT_NAMES
 
-        total = 0
+        figures = questions = 0
         for split in SPLIT_NAMES:
             path = os.path.join(manual_dir, split, "qa_pairs.json")
             if os.path.exists(path):
                 with open(path) as f:
-                    total += len(json.load(f)["qa_pairs"])
-        return total
+                    rows = json.load(f)["qa_pairs"]
+                questions += len(rows)
+                figures += len({r["image_index"] for r in rows})
+        return figures, questions
     from tfds_builders.chart_info.chart_info import synthetic_2019_items
 
-    return len(synthetic_2019_items(manual_dir))
+    n = len(synthetic_2019_items(manual_dir))
+    return n, n
 
 
 def _count_charts(builder: str, manual_dir: str) -> int:
@@ -184,7 +248,7 @@ def main(argv=None) -> int:
                 harness.progress({"generated": builder, **gen})
             for mode in args.modes:
                 data_dir = os.path.join(tmp, f"tfds_{builder}_{mode}")
-                row = build(builder, manual_dir, data_dir, mode)
+                row = build_measured(builder, manual_dir, data_dir, mode)
                 result["builds"].append(row)
                 harness.progress(row)
                 shutil.rmtree(data_dir, ignore_errors=True)

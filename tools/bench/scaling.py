@@ -7,12 +7,18 @@ Three sections, each timed at every size given (issue 18, item 5; the issue's fu
 `--figureqa 1000 4000 16000 --summaries 1000 10000 100000`):
 
 * build: `tfds build` of a generated FigureQA corpus (`--figureqa` train1 images with their
-  questions; chartjax.synth) in each `--build-modes` mode, as bench/build.py builds (plain
-  generator; Beam's FnApiRunner with 1 and 2 workers); the generation itself is a row too;
+  questions; chartjax.synth) in each `--build-modes` mode, as bench/build.py builds (plain; Beam's
+  FnApiRunner with 1 and 2 workers), each in a child process: raw and build bytes and their
+  ratio, CPU seconds and the peak resident memory of the whole process tree, each fitted against
+  figures (log-log slope, linear fit) and extrapolated to the real train1 (100,000 figures,
+  1,327,368 questions) and the whole release (`extrapolated`); the generation is a row too;
 * score: `chartjax.tools.score --task chart_to_text` on `--summaries` generated summaries, as
   bench/score.py (a fresh process each: start-up included);
 * t5x_load: loading a T5X checkpoint of each `--t5x-sizes` shape (bench/t5x_load.py SIZES; size
-  is the parameter count).
+  is the parameter count);
+* resume: the time to the first training batch of the FigureQA RN task (batch 640) started at
+  `--resume-steps` (default 0, 10^4, 10^5, 10^6) on a generated corpus of `--resume-figures`
+  figures: flat, since the input position is computed, not skipped to.
 
 Each series gets `fit`: the slope of log(wall) against log(size) over all points and over the
 two largest (`slope_top`, where a fixed start-up cost weighs least), and the least-squares line
@@ -31,7 +37,6 @@ import sys
 import tempfile
 import time
 
-from chartjax import host_memory
 from chartjax.tools.bench import harness
 
 SUPER_LINEAR = 1.15  # slope_top above this: cost grows faster than the work
@@ -78,16 +83,28 @@ def _series(rows: list[dict], size_key: str) -> dict:
     return out
 
 
-# Beam's local runners hold every serialized example in memory through the shuffle. Measured on
-# FigureQA (each example carries its figure's PNG; the plain build writes 445 MB per 1,000
-# figures): at 4k figures the FnApiRunner with 2 workers peaked at ~14.5 GB RSS over its three
-# processes, 8x the plain build's 1.78 GB; at 16k (~7 GB plain) one worker reached 23 GB and was
-# OOM-killed on a 24 GB machine.
-BEAM_MEMORY_FACTOR = 8.0
+# The real FigureQA release (paper counts; corpora reference §4, [unverified] until counted
+# from the files): train1, and all five splits.
+FIGUREQA_TRAIN1 = {"figures": 100_000, "questions": 1_327_368}
+FIGUREQA_RELEASE = {"figures": 180_000, "questions": 2_388_698}
 
 
-def _tree_bytes(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+def _extrapolate(rows: list[dict], key: str) -> dict:
+    """`key` fitted linearly against figures and read at train1's and the release's size."""
+    import numpy as np
+
+    done = [r for r in rows if "skipped" not in r and r.get(key)]
+    if len(done) < 2:
+        return {}
+    x = np.asarray([r["charts"] for r in done], np.float64)
+    y = np.asarray([r[key] for r in done], np.float64)
+    per, fixed = (float(v) for v in np.polyfit(x, y, 1))
+    slope = float(np.polyfit(np.log(x), np.log(y), 1)[0])
+    at = {
+        name: fixed + per * size["figures"]
+        for name, size in (("train1", FIGUREQA_TRAIN1), ("release", FIGUREQA_RELEASE))
+    }
+    return {"log_log_slope": slope, "fixed": fixed, "per_figure": per, "at": at}
 
 
 def bench_build(tmp: str, sizes, modes, gen_workers: int) -> dict:
@@ -102,31 +119,68 @@ def bench_build(tmp: str, sizes, modes, gen_workers: int) -> dict:
         row = build.generate("figureqa", raw, n, gen_workers)
         gen.append(row)
         harness.progress({"generated": n, **row})
-        written = None  # bytes of this size's plain build
         for mode in modes:
             data_dir = os.path.join(tmp, f"tfds_{n}_{mode}")
-            need = (written or 0) * BEAM_MEMORY_FACTOR
-            free = host_memory.available_bytes() if mode != "plain" and written else None
-            if free is not None and need > free:
-                row = {
-                    "charts": n,
-                    "mode": mode,
-                    "skipped": f"Beam's in-memory runner would need ~{need / 2**30:.1f} GiB "
-                    f"({BEAM_MEMORY_FACTOR:g}x the plain build's {written / 2**30:.2f} GiB); "
-                    f"{free / 2**30:.1f} GiB available",
-                }
-            else:
-                row = build.build("figureqa", raw, data_dir, mode)
-                if mode == "plain":
-                    written = _tree_bytes(data_dir)
-                    row["output_bytes"] = written
+            row = build.build_measured("figureqa", raw, data_dir, mode)
             builds[mode].append(row)
             harness.progress(row)
             shutil.rmtree(data_dir, ignore_errors=True)
         shutil.rmtree(raw, ignore_errors=True)
     out = {"generate": _series(gen, "charts")}
-    out.update({f"build_{m}": _series(rows, "charts") for m, rows in builds.items()})
+    for mode, rows in builds.items():
+        series = _series(rows, "charts")
+        series["extrapolated"] = {
+            key: _extrapolate(rows, key)
+            for key in ("peak_rss_bytes", "build_bytes", "raw_bytes", "cpu_s")
+        }
+        out[f"build_{mode}"] = series
+    out["release"] = {"train1": FIGUREQA_TRAIN1, "all_splits": FIGUREQA_RELEASE}
     return out
+
+
+def bench_resume(tmp: str, figures: int, start_steps, batch: int, image_size: int) -> dict:
+    """Time to the first training batch of the FigureQA RN task at each start step (a resumed
+    run), on a generated corpus of `figures` train1 figures: the input position is a pure
+    function of (seed, step), so every start should cost the same. The one-time start-up (the
+    split's records read, its figures decoded into the image cache) is timed apart."""
+    from chartjax.data import pipeline
+    from chartjax.tasks import figureqa
+    from chartjax.tools.bench import corpora
+
+    data_dir = corpora.figureqa(os.path.join(tmp, "resume"), figures)
+    task = figureqa.make_task(data_dir=data_dir, image_size=image_size, train_pad=8)
+    t0, cpu0 = time.perf_counter(), harness.cpu_seconds()
+    questions = len(task.source.examples("train1", 0, 1))  # reads the split, fills the cache
+    startup = {
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "cpu_s": round(harness.cpu_seconds() - cpu0, 2),
+        "figures": figures,
+        "questions": questions,
+    }
+    rows = []
+    for step in start_steps:
+        t0, cpu0 = time.perf_counter(), harness.cpu_seconds()
+        batches = pipeline.train_batches(task, batch, 0, step, 0, 1)
+        first = next(batches)
+        wall = time.perf_counter() - t0
+        rows.append(
+            {
+                "start_step": step,
+                "examples_before": step * batch,
+                "epochs_before": round(step * batch / questions, 1),
+                "first_batch_s": round(wall, 3),
+                "cpu_s": round(harness.cpu_seconds() - cpu0, 3),
+                "batch": int(first["label"].shape[0]),
+            }
+        )
+        harness.progress(rows[-1])
+        del batches
+    times = [r["first_batch_s"] for r in rows]
+    return {
+        "startup": startup,
+        "rows": rows,
+        "largest_over_smallest_start": round(times[-1] / times[0], 2),
+    }
 
 
 def bench_score(tmp: str, sizes) -> dict:
@@ -187,6 +241,9 @@ def main(argv=None) -> int:
     p.add_argument("--gen-workers", type=int, default=2)
     p.add_argument("--summaries", type=int, nargs="*", default=[1000, 10000])
     p.add_argument("--t5x-sizes", nargs="*", default=["small", "base"])
+    p.add_argument("--resume-figures", type=int, default=500, help="0 skips the resume section")
+    p.add_argument("--resume-steps", type=int, nargs="+", default=[0, 10**4, 10**5, 10**6])
+    p.add_argument("--resume-batch", type=int, default=640, help="the FigureQA RN recipe's")
     harness.add_out_flag(p)
     a = p.parse_args(argv)
     for name, sizes in (("--figureqa", a.figureqa), ("--summaries", a.summaries)):
@@ -203,13 +260,18 @@ def main(argv=None) -> int:
             results["score"] = bench_score(tmp, a.summaries)
         if a.t5x_sizes:
             results["t5x"] = bench_t5x(tmp, a.t5x_sizes)
+        if a.resume_figures:
+            results["resume"] = bench_resume(
+                tmp, a.resume_figures, a.resume_steps, a.resume_batch, image_size=64
+            )
         if a.figureqa:
             results["build"] = bench_build(tmp, a.figureqa, a.build_modes, a.gen_workers)
         results["super_linear"] = sorted(
             f"{section}.{name}"
             for section, series in results.items()
-            if isinstance(series, dict)
+            if isinstance(series, dict) and section != "resume"
             for name, s in series.items()
+            if isinstance(s, dict) and "fit" in s
             if (s["fit"] or {}).get("super_linear") or s.get("fit_cpu", {}).get("super_linear")
         )
         results["sections_s"] = round(time.perf_counter() - t0, 1)

@@ -44,28 +44,48 @@ def test_series_fits_cpu_seconds_when_every_row_has_them():
     assert "fit_cpu" not in scaling._series([{"n": 1, "wall_s": 1.0}, {"n": 2, "wall_s": 2.0}], "n")
 
 
-def test_a_beam_build_that_cannot_fit_in_memory_is_skipped_and_counted(monkeypatch, tmp_path):
+def test_build_rows_are_extrapolated_to_the_release(monkeypatch, tmp_path):
     from chartjax.tools.bench import build
 
     def fake_build(builder, raw, data_dir, mode):
-        os.makedirs(data_dir)
         n = int(os.path.basename(raw).split("_")[1])
-        with open(os.path.join(data_dir, "x.tfrecord"), "wb") as f:
-            f.write(b"\0" * n)  # one byte per chart
-        return {"charts": n, "mode": mode, "wall_s": n / 100, "cpu_s": n / 200}
+        # 50 MB + 1 kB per figure of memory, 30 kB per figure of build: linear by design.
+        return {
+            "charts": n,
+            "mode": mode,
+            "wall_s": n / 100,
+            "cpu_s": n / 200,
+            "peak_rss_bytes": 50e6 + 1e3 * n,
+            "build_bytes": 3e4 * n,
+            "raw_bytes": 7e4 * n,
+        }
 
     monkeypatch.setattr(build, "generate", lambda *a: {"charts": a[2], "wall_s": a[2] / 50})
-    monkeypatch.setattr(build, "build", fake_build)
-    # Beam needs 8 B per chart here: 8,000 at 1k, 16,000 at 2k fit; 32,000 at 4k does not.
-    monkeypatch.setattr(scaling.host_memory, "available_bytes", lambda: 20_000)
+    monkeypatch.setattr(build, "build_measured", fake_build)
     monkeypatch.setitem(sys.modules, "apache_beam", types.ModuleType("apache_beam"))
-    out = scaling.bench_build(str(tmp_path), [1000, 2000, 4000], ["plain", "beam1"], 2)
-    assert [("skipped" in r) for r in out["build_beam1"]["rows"]] == [False, False, True]
-    assert (
-        out["build_beam1"]["skipped"] == 1
-        and "~0.0 GiB" in out["build_beam1"]["rows"][2]["skipped"]
+    out = scaling.bench_build(str(tmp_path), [1000, 4000], ["plain", "beam2"], 2)
+    memory = out["build_beam2"]["extrapolated"]["peak_rss_bytes"]
+    assert memory["fixed"] == pytest.approx(50e6) and memory["per_figure"] == pytest.approx(1e3)
+    assert memory["at"]["train1"] == pytest.approx(50e6 + 1e3 * 100_000)
+    assert memory["at"]["release"] == pytest.approx(50e6 + 1e3 * 180_000)
+    size = out["build_plain"]["extrapolated"]["build_bytes"]
+    assert size["log_log_slope"] == pytest.approx(1.0) and size["at"]["train1"] == pytest.approx(
+        3e9
     )
-    assert out["build_beam1"]["fit"]["slope"] == pytest.approx(1.0)  # the two measured rows
-    assert (
-        out["build_plain"]["skipped"] == 0 and out["build_plain"]["rows"][2]["output_bytes"] == 4000
+    assert out["release"]["train1"] == {"figures": 100_000, "questions": 1_327_368}
+
+
+def test_peak_memory_counts_the_whole_process_tree():
+    """A child and a grandchild each hold 150 MB at once: the tree's peak holds both."""
+    from chartjax.tools.bench import process_memory
+
+    hold = (
+        "b = bytearray(150 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(2)"
     )
+    code = (
+        "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', sys.argv[1]]); "
+        "exec(sys.argv[1]); p.wait()"
+    )
+    proc, peak = process_memory.run([sys.executable, "-c", code, hold], interval_s=0.05)
+    assert proc.returncode == 0, proc.stderr
+    assert peak > 2 * 150 * 2**20
