@@ -42,3 +42,35 @@ def test_figureqa_processes_split_the_figures_and_resume_exactly(tfds_dir):
     whole = labels(0)
     assert labels(4) == whole[4:]  # started at step 4: the batches an uninterrupted run sees
     assert labels(0) == whole
+
+
+_WITHOUT_TF = """
+import importlib.machinery, sys
+
+class HideTF(importlib.machinery.PathFinder):  # as if TensorFlow were not installed
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            return None
+        return super().find_spec(name, path, target)
+
+sys.meta_path[:] = [HideTF if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
+from chartjax.data import sources, tfds_records
+ids = [e["id"].decode() for e in tfds_records.split_examples(sys.argv[1], "train1")]
+print(sorted(ids), "tensorflow" in sys.modules)
+"""
+
+
+def test_builds_are_read_by_random_access_without_tensorflow(tfds_dir):
+    import subprocess
+    import sys
+
+    builder_dir = sources.tfds_builder_dir("figureqa", tfds_dir("figureqa"))
+    proc = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TF, builder_dir],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2] == "['0/0', '0/1', '0/2', '1/3', '1/4'] False"
