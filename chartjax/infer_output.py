@@ -15,8 +15,8 @@ import ctypes
 import json
 import os
 import shutil
-import tempfile
 
+from chartjax import output_place
 from chartjax.infer_inputs import InputError
 
 PREDICTIONS = "predictions.jsonl"
@@ -31,20 +31,11 @@ def check_writable(out: str) -> None:
     """One line naming the problem when `out` cannot be created or written in (a file in the
     way, a read-only folder), before any work; a probe file is created and removed, since
     permission bits alone do not tell (root, read-only mounts, ACLs)."""
-    path = os.path.abspath(out)
-    probe = path
-    while not os.path.lexists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
-        if probe == path:
-            raise InputError(f"--out {out} is a file, not a folder")
-        raise InputError(f"--out {out}: {probe} is a file, not a folder")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".chartjax-infer-probe-", dir=probe)
-        os.close(fd)
-        os.remove(tmp)
-    except OSError as e:
-        raise InputError(f"--out {out}: cannot write in {probe} ({e.strerror})") from None
+    if os.path.isfile(out):
+        raise InputError(f"--out {out} is a file, not a folder")
+    why = output_place.unwritable(out)
+    if why:
+        raise InputError(f"--out {out}: {why}")
 
 
 def prepare_out(out: str, output_dirs, overwrite: bool, resume: bool = False) -> dict | None:

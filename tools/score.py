@@ -30,7 +30,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from chartjax import quiet
+from chartjax import output_place, quiet
 from chartjax.metrics import html_report, prediction_files, report
 from chartjax.metrics.prediction_files import IdRows, PredictionFileError, located
 from chartjax.metrics.scores import Scores
@@ -248,7 +248,19 @@ def read_inputs(args) -> tuple[dict, dict, str]:
     return preds, refs, next(iter(splits)) if len(splits) == 1 else split
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """The files chartjax-score writes can be written, checked before anything is read."""
+    outs = [("--out", args.out)]
+    if args.report:
+        outs.append(("--report", args.report))
+    for flag, path in outs:
+        why = output_place.file_unwritable(os.fspath(path))
+        if why:
+            raise ScoreError(f"{flag} {path}: {why}")
+
+
 def run(args: argparse.Namespace) -> dict:
+    check_outputs(args)
     preds, refs, split = read_inputs(args)
     scores, n = score(args, preds, refs)
     obj = report.build_metrics(
@@ -282,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ScoreError, PredictionFileError, ValueError) as err:
         print(f"chartjax-score: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # writing failed after the checks (a full disk): nothing half-written
+        print(f"chartjax-score: error: cannot write the results: {err}", file=sys.stderr)
+        return 1
     if obj["metrics"].get("num_missing"):
         print(
             f"chartjax-score: {obj['metrics']['num_missing']} missing prediction(s) scored as wrong",

@@ -570,3 +570,25 @@ def test_chart_info_4_and_5_name_the_file_and_field_of_a_nan_reference(tmp_path,
     assert rc == 2 and not out.exists()
     assert f"chart_info_task{task}: {tmp_path / 'gt' / 'c.json'}: {field}; a reference" in err
     assert "not a finite number" not in err  # the old message, from metrics.json's check
+
+
+@pytest.mark.parametrize("where", ["file_in_the_way", "out_is_a_folder", "report_under_a_file"])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_read(
+    tmp_path, capsys, where
+):
+    (tmp_path / "blocker").write_text("x")
+    (tmp_path / "a_folder").mkdir()
+    out, extra = str(tmp_path / "metrics.json"), []
+    if where == "file_in_the_way":
+        out = str(tmp_path / "blocker" / "metrics.json")
+    elif where == "out_is_a_folder":
+        out = str(tmp_path / "a_folder")
+    else:
+        extra = ["--report", str(tmp_path / "blocker" / "report.html")]
+    # The predictions file does not exist: the refusal must come before it is read.
+    missing = str(tmp_path / "no_such_predictions.jsonl")
+    rc = score.main(["--task", "chartqa", "--predictions", missing, "--out", out, *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no_such_predictions" not in err
+    assert ("is a file, not a folder" in err) or ("is a folder; give a file name" in err), err
+    assert err.count("\n") == 1 and not (tmp_path / "metrics.json").exists()

@@ -185,6 +185,8 @@ class Builder(
                 },
             )
         self.skip_ledger.end_split(split, num_claims)
+        if not by_image:  # TFDS would fail with "No examples were yielded", naming no file
+            raise BadInputError(path, f"no claims for split {split} (a header and no rows?)")
 
     def _load_image(self, chart_img: str, rec: records.ClaimRecord) -> tuple[bytes, str]:
         referenced_by = f"{os.path.basename(rec.source)} row {rec.row}"

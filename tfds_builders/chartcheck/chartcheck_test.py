@@ -251,3 +251,13 @@ def test_cli_build_with_env_skip(tmp_path):
     }
     assert claims == {"train": 5, "validation": 3, "test_one": 3, "test_two": 3}
     assert charts == {"train": 4, "validation": 3, "test_one": 2, "test_two": 2}
+
+
+def test_a_header_only_csv_names_the_file(tmp_path):
+    root = tmp_path / "raw"
+    shutil.copytree(DUMMY, root)
+    header = (root / "train.csv").read_text(encoding="utf-8").splitlines()[0]
+    (root / "train.csv").write_text(header + "\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match=r"train\.csv.*no claims for split train"):
+        _build(root, tmp_path / "out")
+    assert not list((tmp_path / "out").rglob("dataset_info.json"))
