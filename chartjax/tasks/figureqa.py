@@ -33,7 +33,7 @@ import numpy as np
 from chartjax.data import figure_images
 from chartjax.metrics import classification as cls_metrics
 from chartjax.metrics import figureqa as figureqa_metrics
-from chartjax.metrics.prediction_files import field_of
+from chartjax.metrics.prediction_files import check_fields, field_of
 from chartjax.tasks import classification
 from chartjax.tasks.task import Evaluation, FileScorer, ScoreInputs, Task, describe
 
@@ -328,7 +328,21 @@ def make_task(
 # ------------------------------------------------------------------ chartjax-score -----------
 
 
+def _is_answer(value) -> bool:
+    """A reference answer: 0/1, true/false, yes/no, or -1 where the split has none."""
+    no_answer = type(value) is int and value == -1
+    return no_answer or (
+        isinstance(value, int | str) and figureqa_metrics.parse_answer(value) is not None
+    )
+
+
+ANSWER_FIELD = ("0/1, true/false, yes/no, or -1 where the split has no answers", _is_answer)
+
+
 def _score_files(inputs: ScoreInputs):
+    # A target that is not an answer (null, "maybe", NaN, [1]) would make the metrics
+    # "unavailable" as if the split had no released answers: refused, naming file and line.
+    check_fields(inputs.references, {"target": ANSWER_FIELD})
     ids = list(inputs.references)
     rows = [inputs.references[i] for i in ids]
     raw = [None if i in inputs.missing else inputs.predictions[i].get("prediction") for i in ids]

@@ -592,3 +592,25 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_read(
     assert rc == 2 and "no_such_predictions" not in err
     assert ("is a file, not a folder" in err) or ("is a folder; give a file name" in err), err
     assert err.count("\n") == 1 and not (tmp_path / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("target", [None, "maybe", float("nan"), [1], 2])
+def test_a_figureqa_reference_that_is_not_an_answer_is_refused(tmp_path, capsys, target):
+    preds = _jsonl(
+        tmp_path / "p.jsonl", [{"id": "0/0", "prediction": 1}, {"id": "0/1", "prediction": 0}]
+    )
+    refs = tmp_path / "r.jsonl"  # written by hand: NaN is what a pandas export writes
+    rows = [{"id": "0/0", "target": 1}, {"id": "0/1", "target": target}]
+    refs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    refs = str(refs)
+    rc, _, out = _run(
+        tmp_path, "--task", "figureqa", "--predictions", str(preds), "--references", str(refs)
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "r.jsonl:2" in err and "field 'target'" in err, err
+    assert not out.exists()
+    ok = _jsonl(tmp_path / "ok.jsonl", [{"id": "0/0", "target": "yes"}, {"id": "0/1", "target": 0}])
+    rc, metrics, _ = _run(
+        tmp_path, "--task", "figureqa", "--predictions", str(preds), "--references", str(ok)
+    )
+    assert rc == 0 and metrics["metrics"]["accuracy"] == 1.0
