@@ -39,9 +39,9 @@ def read_rgb_png(path: os.PathLike | str, referenced_by: str | None = None) -> b
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as img:
                 img.load()  # decode fully now, so truncated files fail here
-                if _is_plain_rgb8_png(img, data):
+                if is_plain_rgb8_png(img, data):
                     return data  # already what we store: skip the re-encode
-                rgb = _wide_grey_to_rgb(img, data) if img.mode in _WIDE_GREY else to_rgb(img)
+                rgb = as_rgb(img, data)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         raise BadInputError(path, f"cannot decode image{ref}: {e}") from e
     buf = io.BytesIO()
@@ -56,7 +56,13 @@ def read_rgb_png(path: os.PathLike | str, referenced_by: str | None = None) -> b
 _WIDE_GREY = ("I", "I;16", "I;16B", "I;16L", "I;16N")
 
 
-def _is_plain_rgb8_png(img: Image.Image, data: bytes) -> bool:
+def as_rgb(img: Image.Image, data: bytes) -> Image.Image:
+    """A decoded image as RGB: transparency composited on white, wide grey scaled by its bit
+    depth (`data`: the file's bytes, where the depth is written)."""
+    return _wide_grey_to_rgb(img, data) if img.mode in _WIDE_GREY else to_rgb(img)
+
+
+def is_plain_rgb8_png(img: Image.Image, data: bytes) -> bool:
     # PIL reports 16-bit RGB PNGs as mode "RGB" too: the IHDR (always the first chunk) says the
     # bit depth (byte 24) and colour type (byte 25, 2 = RGB).
     return (

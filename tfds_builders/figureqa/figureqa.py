@@ -38,7 +38,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 from PIL import Image
 
-from tfds_builders.common import beam_build, input_fingerprint, json_stream, record_format
+from tfds_builders.common import beam_build, images, input_fingerprint, json_stream, record_format
 
 # Release split folders, in release order; a build makes the ones present in manual_dir.
 SPLIT_NAMES = (
@@ -452,32 +452,11 @@ def read_rgb_png(path: epath.Path, referenced_by: str = "") -> bytes:
     try:
         with Image.open(io.BytesIO(data)) as img:
             img.load()
-            if _is_plain_rgb8_png(img, data):
+            if images.is_plain_rgb8_png(img, data):
                 return data
-            rgb = _flatten_to_rgb(img)
+            rgb = images.as_rgb(img, data)  # 16-bit grey scaled by its bit depth
     except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for unreadable images
         raise ValueError(f"{path}: cannot decode image{ref}: {e}") from e
     buf = io.BytesIO()
     rgb.save(buf, format="PNG")
     return buf.getvalue()
-
-
-def _is_plain_rgb8_png(img: Image.Image, data: bytes) -> bool:
-    # IHDR is the first chunk: byte 24 is the bit depth, byte 25 the colour type (2 = RGB).
-    # Checked because PIL also reports 16-bit RGB PNGs as mode "RGB".
-    return (
-        img.format == "PNG"
-        and img.mode == "RGB"
-        and "transparency" not in img.info
-        and data[24:26] == bytes([8, 2])
-    )
-
-
-def _flatten_to_rgb(img: Image.Image) -> Image.Image:
-    if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
-        rgba = img.convert("RGBA")
-        if rgba.getchannel("A").getextrema() == (255, 255):  # opaque: nothing to composite
-            return rgba.convert("RGB")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(white, rgba).convert("RGB")
-    return img.convert("RGB")

@@ -309,3 +309,14 @@ def test_shards_are_picklable_beam_tasks(tmp_path):
     assert got == {"0": ["0/0", "0/1", "0/2"], "1": ["1/3", "1/4"]}
     groups = figureqa.split_image_groups(split, tmp_path / "again")
     assert [(i, [q for q, _ in qa]) for i, qa, _ in groups] == [(0, [0, 1, 2]), (1, [3, 4])]
+
+
+@pytest.mark.parametrize("white_pixel", [False, True])
+def test_png16_grey_scales_by_bit_depth(tmp_path, white_pixel):
+    values = np.full((2, 3), 200, dtype=np.uint16)
+    if white_pixel:
+        values[0, 0] = 0xFFFF
+    Image.fromarray(values, mode="I;16").save(tmp_path / "grey16.png")
+    pixels = _pixels(figureqa.read_rgb_png(tmp_path / "grey16.png"))
+    assert tuple(pixels[1, 2]) == (1, 1, 1)  # 200 / 65535 of full scale, with or without white
+    assert tuple(pixels[0, 0]) == ((255,) * 3 if white_pixel else (1, 1, 1))
