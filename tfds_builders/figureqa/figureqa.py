@@ -38,6 +38,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 from PIL import Image
 
+from chartjax.data.images import to_rgb
 from tfds_builders.common import beam_build, images, input_fingerprint, json_stream, record_format
 
 # Release split folders, in release order; a build makes the ones present in manual_dir.
@@ -454,7 +455,7 @@ def read_rgb_png(path: epath.Path, referenced_by: str = "") -> bytes:
             img.load()
             if images.is_plain_rgb8_png(img, data):
                 return data
-            rgb = images.as_rgb(img, data)  # 16-bit grey scaled by its bit depth
+            rgb = to_rgb(img, data)  # 16-bit grey scaled by its bit depth
     except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for unreadable images
         raise ValueError(f"{path}: cannot decode image{ref}: {e}") from e
     buf = io.BytesIO()
