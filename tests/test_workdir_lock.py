@@ -152,7 +152,9 @@ def test_a_stale_lock_is_taken_over_and_a_changed_config_refused_unless_allowed(
 
     # The same config resumes (at its last step here: nothing left to do, nothing to compile).
     assert _train(run, "train.num_train_steps=2") == 0
-    assert "error" not in capsys.readouterr().err and warnings == []
+    # Not a refusal ("chartjax-train: error"); a logging handler left by an earlier test in
+    # the same worker may print "--- Logging error ---" to a closed stream, which is not ours.
+    assert "chartjax-train: error" not in capsys.readouterr().err and warnings == []
     assert _logged_steps(run) == [1, 2]
 
     assert (
