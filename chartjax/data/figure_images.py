@@ -49,14 +49,8 @@ class FigureImageSource(sources.TfdsSource):
     cache_dir: str | None = None
     _blocks: list = dataclasses.field(default_factory=list, init=False, repr=False)
 
-    def examples(self, split: str, process_index: int, process_count: int) -> list[dict]:
+    def _read_examples(self, split: str, process_index: int, process_count: int) -> list[dict]:
         """This process's questions of `split`, each with `image_row` (its figures cached)."""
-        key = (split, process_index, process_count)
-        if key not in self._examples:
-            self._examples[key] = self._questions(split, process_index, process_count)
-        return self._examples[key]
-
-    def _questions(self, split: str, process_index: int, process_count: int) -> list[dict]:
         source = self.data_source(split)
         mine = sources.process_records(len(source), process_index, process_count)
         sub = f"{split}_{process_index}of{process_count}"

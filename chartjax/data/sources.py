@@ -175,10 +175,13 @@ class TfdsSource:
         """This process's examples of `split`, by position (records read on access)."""
         key = (split, process_index, process_count)
         if key not in self._examples:
-            source = self.data_source(split)
-            mine = process_records(len(source), process_index, process_count)
-            self._examples[key] = _Expanded(source, mine, self._finals)
+            self._examples[key] = self._read_examples(split, process_index, process_count)
         return self._examples[key]
+
+    def _read_examples(self, split: str, process_index: int, process_count: int):
+        source = self.data_source(split)
+        mine = process_records(len(source), process_index, process_count)
+        return _Expanded(source, mine, self._finals)
 
     def _finals(self, record: dict) -> list[dict]:
         """A record's examples as the task reads them (through `expand` when it has one)."""

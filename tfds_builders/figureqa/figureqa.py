@@ -326,18 +326,6 @@ def figure_example(
     }
 
 
-def read_json(path: epath.Path) -> Any:
-    """Loads a JSON file; errors name the file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"{path}: file not found") from e
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: malformed JSON: {e}") from e
-
-
 def qa_rows(path: epath.Path, split: str) -> Iterator[dict[str, Any]]:
     """The rows of `qa_pairs.json`, streamed and checked; problems name the split, position
     and key."""
