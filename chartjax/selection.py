@@ -45,8 +45,8 @@ class BatchEmaSelection:
     """The rule. split: where the random batches come from; metric: a key of the task's
     `evaluate` metrics on one batch (higher is better); decay, zero_debias: the moving average;
     start: the first update at which parameters may be selected; batch_size: rows per scored
-    batch (None: train's eval batch size); shuffle_buffer: examples the random stream draws
-    from (None: the task source's own buffer, else 10,000); final_split: the whole split the
+    batch (None: train's eval batch size); shuffle_buffer: unused (the random stream draws a
+    whole-split permutation per pass; kept for recipes that bind it); final_split: the whole split the
     best parameters are evaluated on at the end (None: no final evaluation)."""
 
     split: str = "validation2"
@@ -149,7 +149,7 @@ def random_batches(
 
     local = pipeline.local_batch_size(global_batch_size, process_count)
     if isinstance(task.source, sources.TfdsSource):  # index-based: starts at once at any update
-        ds = task.source.train_examples(
+        examples = task.source.train_examples(
             seed=seed,
             start_step=start_update,
             local_batch_size=local,
@@ -158,13 +158,14 @@ def random_batches(
             split=split,
         )
     else:
-        ds = task.source.eval_examples(
-            split, process_index=process_index, process_count=process_count
+        held = list(
+            task.source.eval_examples(
+                split, process_index=process_index, process_count=process_count
+            )
         )
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-        ds = ds.skip(start_update * local)
-    ds = pipeline.featurized(ds, task, True, local, drop_remainder=True)
-    return ds.with_options(sources.tf_options()).as_numpy_iterator()
+        positions = sources.stream_positions(len(held), seed, start_update * local)
+        examples = (held[i] for i in positions)
+    return pipeline.featurized(examples, task, True, local, drop_remainder=True)
 
 
 def batch_score(task, predictions: np.ndarray, batch: dict, split: str, metric: str) -> float:

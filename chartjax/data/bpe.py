@@ -124,6 +124,13 @@ class BpeVocabulary:
         self.unk_id = ids[UNK]
         self.decoder_start_id = self._decoder_start(path)
 
+    def __getstate__(self):
+        """For the loader's worker processes: the lock and the truncating copies stay here."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_by_len")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _by_len={}, _lock=threading.Lock())
+
     def _decoder_start(self, path: str) -> int:
         cfg = os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "config.json")
         if os.path.isfile(cfg):

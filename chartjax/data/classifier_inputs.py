@@ -77,8 +77,9 @@ def table_frame(table):
 class ClassifierTokenizer:
     """The tokenizer of a DeBERTa or TAPAS checkpoint directory, padding to `max_len`.
 
-    Calls are serialized (a tf.data map may call from several threads; TapasTokenizer is
-    Python).
+    Calls are serialized (the in-process loader may call from a thread while the training
+    process tokenizes too; TapasTokenizer is Python). Pickled without its lock for the loader's
+    worker processes.
     """
 
     def __init__(self, path: str, family: str, max_len: int):
@@ -92,6 +93,13 @@ class ClassifierTokenizer:
         except (OSError, ValueError, TypeError) as e:
             raise ValueError(f"{path}: cannot read the {family} tokenizer files ({e})") from None
         self.family, self.max_len, self.where = family, int(max_len), path
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     @property

@@ -78,14 +78,14 @@ class ReplaySource:
         return self.train.train_examples(**kwargs)
 
     def eval_examples(self, split, *, process_index, process_count):
-        import tensorflow as tf
-
         if process_count != 1:
             raise ValueError("replayed evaluation runs in one process")
         if split not in self._eval:
             batches = pipeline.eval_batches(self.task, split, self.eval_batch_size, 0, 1)
             self._eval[split] = {k: v for k, v in featurize(batches).items() if k != "_mask"}
-        return tf.data.Dataset.from_tensor_slices(self._eval[split])
+        feats = self._eval[split]
+        n = len(next(iter(feats.values())))
+        return [{k: v[i] for k, v in feats.items()} for i in range(n)]
 
 
 def replay_task(task, train_features: dict[str, np.ndarray], eval_batch_size: int = 64):

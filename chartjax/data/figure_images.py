@@ -3,8 +3,8 @@ preprocessed figure images instead of carrying their encoded bytes.
 
 A FigureQA record is a figure with its ~13 questions (tfds_builders/figureqa, 2.0.0). Every
 figure of this process's share of a split (its own figures: with N processes each caches about
-1/N of the split) is read once: its image decoded and preprocessed (`image_fn`, in tf.data's
-threads) into a uint8 array [figures, H, W, 3], its questions kept in memory with only the
+1/N of the split) is read once: its image decoded and preprocessed (`image_fn`, in the loader's
+worker processes) into a uint8 array [figures, H, W, 3], its questions kept in memory with only the
 fields the task reads and `image_row`, a row of that array. Training and evaluation then read
 questions from memory; the task's batch map (`Task.batch_features`) gathers the rows of a whole
 batch at once (`images`). Decoding a figure per question cost 1.3 CPU ms per question (issue
@@ -18,6 +18,7 @@ stamp and memory-mapped (the page cache then holds it; all of FigureQA's train1 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from chartjax.data import sources, tfds_records
+from chartjax.data import loader, sources, tfds_records
 
 _BLOCK_BITS = 32  # image_row = block << 32 | row: a block per (split slice) cache
 
@@ -34,7 +35,8 @@ _BLOCK_BITS = 32  # image_row = block << 32 | row: a block per (split slice) cac
 class FigureImageSource(sources.TfdsSource):
     """A `TfdsSource` whose examples carry `image_row` (see the module docstring).
 
-    image_fn: tf function, the encoded image -> uint8 image of `image_shape`.
+    image_fn: the encoded image -> uint8 image of `image_shape` (picklable: it runs in the
+      loader's worker processes).
     cache_key: names `image_fn`'s settings in cache file names (a change makes a new cache).
     read_keys: the features the task reads besides `group_key` (nothing else is parsed).
     group_key: the feature naming the figure (one image per value within a split).
@@ -86,8 +88,6 @@ class FigureImageSource(sources.TfdsSource):
 
     def _cache(self, sub: str, figures: list[int], encoded: Iterator[bytes]) -> np.ndarray:
         """The uint8 images of `figures` in that order (`encoded`: their encoded images)."""
-        import tensorflow as tf
-
         paths = self._cache_paths(sub)
         if paths and os.path.exists(paths[1]):
             with open(paths[1]) as f:
@@ -102,15 +102,11 @@ class FigureImageSource(sources.TfdsSource):
         else:
             _check_memory(self.builder_dir, sub, shape)
             block = np.empty(shape, np.uint8)
-        image_fn = self.image_fn
-        ds = tf.data.Dataset.from_generator(
-            lambda: encoded, output_signature=tf.TensorSpec((), tf.string)
-        ).enumerate()
-        ds = ds.map(lambda i, im: (i, image_fn(im)), num_parallel_calls=tf.data.AUTOTUNE)
+        decode = functools.partial(_decoded, self.image_fn)
         filled = 0
-        for row, image in ds.with_options(sources.tf_options()).as_numpy_iterator():
-            block[row] = image
-            filled += 1
+        for images in loader.map_ordered(decode, loader.chunked(encoded, 64, False)):
+            block[filled : filled + len(images["image"])] = images["image"]
+            filled += len(images["image"])
         if filled != len(figures):  # a figure lost on the way would read as zeros
             raise RuntimeError(f"{self.builder_dir} {sub}: cached {filled} of {len(figures)}")
         if paths:
@@ -161,3 +157,7 @@ def _check_memory(builder_dir: str, sub: str, shape: tuple[int, ...]) -> None:
             "image_cache_dir (figureqa_task.image_cache_dir) to a folder with that much disk: "
             "the cache is then a memory-mapped file, written once"
         )
+
+
+def _decoded(image_fn: Callable, encoded: list[bytes]) -> dict:
+    return {"image": np.stack([image_fn(e) for e in encoded])}

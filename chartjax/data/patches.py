@@ -1,107 +1,77 @@
-"""Pix2Struct variable-resolution patches as TensorFlow ops (eager or inside tf.data).
+"""Pix2Struct variable-resolution patches, in NumPy (loader workers run no TensorFlow).
 
-Follows pix2struct `preprocessors.py` (models.md §1.4): per-image standardization at the original
-resolution, grid `rows = max(min(floor(scale*H/ph), max_patches), 1)` with
-`scale = sqrt(max_patches * ph/H * pw/W)` computed in float32 as the official code does (HF uses
-float64 and so differs at a few sizes, e.g. 41x41 at 16 patches), antialiased bilinear resize to
-exactly `(rows*ph, cols*pw)`, non-overlapping patches flattened in (ph, pw, C) order, row-major,
-1-based row/col ids in the first two channels, zero padding to `max_patches` rows.
-
-Speed (each TF op is one pass over the image; TF does not fuse them): standardization reads the
-image 4 times instead of 6, patches are cut by a reshape/transpose rather than `extract_patches`,
-and an upscale skips the antialiasing kernel, which only differs from plain bilinear when
-shrinking.
+Follows pix2struct `preprocessors.py` (docs/models.md §1.4): per-image
+standardization at the original resolution, grid `rows = max(min(floor(scale*H/ph),
+max_patches), 1)` with `scale = sqrt(max_patches * ph/H * pw/W)` computed in float32 as the
+official code does (HF uses float64 and so differs at a few sizes, e.g. 41x41 at 16 patches),
+antialiased bilinear resize to exactly `(rows*ph, cols*pw)` (TF's kernel: chartjax/data/resize.py),
+non-overlapping patches flattened in (ph, pw, C) order, row-major, 1-based row/col ids in the
+first two channels, zero padding to `max_patches` rows. tests/data/test_patches.py compares every
+step with the TensorFlow ops the official code calls.
 """
 
 from __future__ import annotations
 
-import tensorflow as tf
+import numpy as np
+
+from chartjax.data import resize
+
+_F32 = np.float32
 
 
-def standardize(image: tf.Tensor) -> tf.Tensor:
-    """`tf.image.per_image_standardization` on 0-255 values: (x - mean) / max(std, 1/sqrt(N)).
-
-    Written as centre, norm, divide: the centred image is needed anyway and
-    `reduce_euclidean_norm` squares and sums in one pass, so this reads the image 4 times where
-    TF's version (moments, then the affine) reads it 6; same population std, to float32 rounding.
-    """
-    x = tf.cast(image, tf.float32)
-    centred = x - tf.reduce_mean(x)
-    # max(norm/sqrt(N), 1/sqrt(N)) = max(norm, 1)/sqrt(N)
-    std = tf.maximum(tf.math.reduce_euclidean_norm(centred), 1.0) * tf.math.rsqrt(
-        tf.cast(tf.size(x), tf.float32)
-    )
-    return centred / std
+def standardize(image: np.ndarray) -> np.ndarray:
+    """`tf.image.per_image_standardization` on 0-255 values: (x - mean) / max(std, 1/sqrt(N))."""
+    x = np.asarray(image, _F32)
+    centred = x - x.mean(dtype=_F32)
+    # max(norm/sqrt(N), 1/sqrt(N)) = max(norm, 1)/sqrt(N); the norm in float64 costs nothing extra
+    norm = max(float(np.sqrt(np.dot(centred.ravel(), centred.ravel()).astype(np.float64))), 1.0)
+    return centred * _F32(np.sqrt(x.size) / norm)
 
 
-def patch_grid(height, width, max_patches: int, patch_size=(16, 16)) -> tuple[tf.Tensor, tf.Tensor]:
-    """(rows, cols) int32 of the patch grid for an image of `height` x `width` (float32 math)."""
+def patch_grid(height: int, width: int, max_patches: int, patch_size=(16, 16)) -> tuple[int, int]:
+    """(rows, cols) of the patch grid for an image of `height` x `width` (float32 math)."""
     ph, pw = patch_size
-    h = tf.cast(height, tf.float32)
-    w = tf.cast(width, tf.float32)
-    mp = tf.constant(max_patches, tf.float32)
-    scale = tf.sqrt(mp * (ph / h) * (pw / w))
-    rows = tf.maximum(tf.minimum(tf.floor(scale * h / ph), mp), 1.0)
-    cols = tf.maximum(tf.minimum(tf.floor(scale * w / pw), mp), 1.0)
-    return tf.cast(rows, tf.int32), tf.cast(cols, tf.int32)
-
-
-def resize_antialiased(image: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
-    """`tf.image.resize(bilinear, antialias=True)`, with plain bilinear when no side shrinks.
-
-    When upscaling, TF's antialiased kernel is the triangle of radius 1 on half-pixel centres,
-    renormalized at the border, which is what clamped bilinear computes; the two differ only in
-    float32 rounding of the sample positions (below 3e-4 on standardized values, tested).
-    """
-    shape = tf.shape(image)
-    grows = tf.logical_and(size[0] >= shape[0], size[1] >= shape[1])
-    return tf.cond(
-        grows,
-        lambda: tf.image.resize(image, size, method="bilinear", antialias=False),
-        lambda: tf.image.resize(image, size, method="bilinear", antialias=True),
-    )
+    h, w, mp = _F32(height), _F32(width), _F32(max_patches)
+    scale = np.sqrt(mp * (_F32(ph) / h) * (_F32(pw) / w), dtype=_F32)
+    rows = max(min(np.floor(scale * h / _F32(ph)), mp), _F32(1))
+    cols = max(min(np.floor(scale * w / _F32(pw)), mp), _F32(1))
+    return int(rows), int(cols)
 
 
 def image_to_patches(
-    image: tf.Tensor,
+    image: np.ndarray,
     max_patches: int,
     patch_size: tuple[int, int] = (16, 16),
     *,
     max_position_id: int | None = 4096,
-) -> tf.Tensor:
+) -> np.ndarray:
     """Standardized `image [H, W, C]` -> float32 `[max_patches, 2 + ph*pw*C]`.
 
-    `max_position_id`: the row/col embedding table size; an id reaching it raises
-    (InvalidArgumentError) instead of silently indexing out of range. None disables the check.
+    `max_position_id`: the row/col embedding table size; an id reaching it raises ValueError
+    instead of silently indexing out of range. None disables the check.
     """
     ph, pw = patch_size
-    image = tf.convert_to_tensor(image, tf.float32)
-    channels = image.shape[-1]
-    if channels is None:
-        raise ValueError("image_to_patches: the channel count must be static")
-    shape = tf.shape(image)
-    rows, cols = patch_grid(shape[0], shape[1], max_patches, patch_size)
-    if max_position_id is not None:
-        tf.debugging.assert_less(
-            tf.maximum(rows, cols),
-            max_position_id,
-            message=f"patch grid needs row/col ids >= {max_position_id} (extreme aspect ratio)",
+    image = np.asarray(image, _F32)
+    height, width, channels = image.shape
+    rows, cols = patch_grid(height, width, max_patches, patch_size)
+    if max_position_id is not None and max(rows, cols) >= max_position_id:
+        raise ValueError(
+            f"a {height}x{width} image needs a {rows}x{cols} patch grid: row/col ids >= "
+            f"{max_position_id} (extreme aspect ratio)"
         )
-    resized = resize_antialiased(image, tf.stack([rows * ph, cols * pw]))
+    resized = resize.antialiased(image, (rows * ph, cols * pw))
     # [rows, ph, cols, pw*C] -> [rows, cols, ph, pw*C]: each patch in (ph, pw, C) order.
-    grid = tf.reshape(resized, [rows, ph, cols, pw * channels])
-    patches = tf.reshape(tf.transpose(grid, [0, 2, 1, 3]), [rows * cols, ph * pw * channels])
-    ids = tf.stack(
-        [tf.repeat(tf.range(1, rows + 1), cols), tf.tile(tf.range(1, cols + 1), [rows])], 1
-    )
-    out = tf.concat([tf.cast(ids, tf.float32), patches], axis=1)
-    out = tf.pad(out, [[0, max_patches - rows * cols], [0, 0]])
-    return tf.ensure_shape(out, [max_patches, 2 + ph * pw * channels])
+    grid = resized.reshape(rows, ph, cols, pw * channels).transpose(0, 2, 1, 3)
+    out = np.zeros((max_patches, 2 + ph * pw * channels), _F32)
+    out[: rows * cols, 0] = np.repeat(np.arange(1, rows + 1), cols)
+    out[: rows * cols, 1] = np.tile(np.arange(1, cols + 1), rows)
+    out[: rows * cols, 2:] = grid.reshape(rows * cols, ph * pw * channels)
+    return out
 
 
 def preprocess_image(
-    image: tf.Tensor, max_patches: int, patch_size=(16, 16), *, max_position_id: int | None = 4096
-) -> tf.Tensor:
+    image: np.ndarray, max_patches: int, patch_size=(16, 16), *, max_position_id: int | None = 4096
+) -> np.ndarray:
     """uint8 or float 0-255 `[H, W, C]` -> Pix2Struct `encoder_input_tokens` for one image."""
     return image_to_patches(
         standardize(image), max_patches, patch_size, max_position_id=max_position_id

@@ -3,27 +3,26 @@
 Training, evaluation and inference all batch here; a task only says where its examples come from
 (`Task.source`, chartjax/data/sources.py) and how one example becomes features (`Task.features`).
 
-* train: this process's shuffled, repeated stream -> feature map in tf.data's threads -> batches
-  of the per-process share of the global batch (drop remainder) -> the task's batch map, if it
-  has one -> prefetch.
+* train: this process's stream of examples (each epoch a seeded permutation) -> batches of the
+  per-process share of the global batch (drop remainder), each featurized in a loader worker
+  process (chartjax/data/loader.py, in order) -> the task's batch map, if it has one.
 * eval and inference: every example once -> batches padded to the per-process batch size with a
   boolean `_mask` (False on padding rows, which repeat row 0); every process yields the same
   number of batches, so the jitted step runs in lockstep and padding never reaches metrics.
 * device: `to_global` assembles global arrays with `jax.make_array_from_process_local_data`
-  (the global batch is the concatenation of the per-process shards in process order, DESIGN.md
+  (the global batch is the concatenation of the per-process shards in process order, docs/design.md
   §4); `prefetch_to_device` keeps a few in flight from a background thread.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+import functools
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from chartjax import mesh as mesh_lib
-from chartjax.data import sources
+from chartjax.data import loader
 
 
 def local_batch_size(global_batch_size: int, process_count: int) -> int:
@@ -40,26 +39,26 @@ def train_batches(
     """This process's share of every global training batch from `start_step` on (numpy)."""
 
     local = local_batch_size(global_batch_size, process_count)
-    ds = task.source.train_examples(
+    examples = task.source.train_examples(
         seed=seed,
         start_step=start_step,
         local_batch_size=local,
         process_index=process_index,
         process_count=process_count,
     )
-    ds = featurized(ds, task, False, local, drop_remainder=True)
-    return ds.with_options(sources.tf_options()).as_numpy_iterator()
+    return featurized(examples, task, False, local, drop_remainder=True)
 
 
-def featurized(ds, task, keep_host: bool, local: int, drop_remainder: bool):
-    """Examples -> the task's feature map -> batches of `local` -> its batch map -> prefetch."""
-    import tensorflow as tf
-
-    ds = ds.map(task.features(keep_host), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.batch(local, drop_remainder=drop_remainder)
+def featurized(
+    examples: Iterable[dict], task, keep_host: bool, local: int, drop_remainder: bool
+) -> Iterator[dict]:
+    """Examples -> batches of `local` through the task's feature map (in the loader's worker
+    processes, chartjax/data/loader.py) -> its batch map (here, in the input thread)."""
+    fn = functools.partial(loader.batch_of, task.features(keep_host))
+    batches = loader.map_ordered(fn, loader.chunked(examples, local, drop_remainder))
     if task.batch_features is not None:
-        ds = ds.map(task.batch_features(keep_host), num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(2)
+        batches = map(task.batch_features(keep_host), batches)
+    return batches
 
 
 def eval_batches(
@@ -68,10 +67,11 @@ def eval_batches(
     """Every example of `split` once, in padded batches with `_mask` (same count per process)."""
 
     local = local_batch_size(global_batch_size, process_count)
-    ds = task.source.eval_examples(split, process_index=process_index, process_count=process_count)
-    ds = featurized(ds, task, True, local, drop_remainder=False)
-    ds = ds.with_options(sources.tf_options())
-    yield from padded(ds.as_numpy_iterator(), local, process_count, what=f"split {split!r}")
+    examples = task.source.eval_examples(
+        split, process_index=process_index, process_count=process_count
+    )
+    batches = featurized(examples, task, True, local, drop_remainder=False)
+    yield from padded(batches, local, process_count, what=f"split {split!r}")
 
 
 def padded(
@@ -131,22 +131,4 @@ def to_global(batch: dict, mesh, rules, keys=None) -> dict:
 
 def prefetch_to_device(batches: Iterator[dict], mesh, rules, keys, size: int = 2) -> Iterator[dict]:
     """Keep `size` global batches in flight, built in a background thread."""
-    q: queue.Queue = queue.Queue(maxsize=size)
-    sentinel = object()
-
-    def worker():
-        try:
-            for b in batches:
-                q.put(to_global(b, mesh, rules, keys))
-        except BaseException as e:  # surfaced in the consumer, never swallowed
-            q.put(e)
-        q.put(sentinel)
-
-    threading.Thread(target=worker, daemon=True).start()
-    while True:
-        item = q.get()
-        if item is sentinel:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    return loader.threaded((to_global(b, mesh, rules, keys) for b in batches), size)

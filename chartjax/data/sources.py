@@ -1,7 +1,8 @@
 """Where examples come from: built TFDS datasets, or examples computed from their index.
 
-Both give tf.data datasets of raw examples, this process's share only; chartjax/data/pipeline.py
-maps them to features and batches them the same way for every task.
+Both give this process's share of the raw examples as Python dicts (an iterator for training,
+a sequence for evaluation); chartjax/data/pipeline.py maps them to features and batches them the
+same way for every task. Nothing here imports TensorFlow.
 
 * `TfdsSource`: a built TFDS dataset (array_record), read by random access
   (chartjax/data/tfds_records.py: `tfds.data_source`, a figure's questions and a chart's claims
@@ -14,7 +15,7 @@ maps them to features and batches them the same way for every task.
   "meta"}` (seq2seq tasks).
 * `IndexedSource`: examples that are a pure function of their index (synthetic smoke tasks), so
   any process can compute exactly its rows of any global batch without files: the global batch
-  is the concatenation of the per-process shards in process order (DESIGN.md §4).
+  is the concatenation of the per-process shards in process order (docs/design.md §4).
 """
 
 from __future__ import annotations
@@ -72,46 +73,6 @@ def stream_positions(n: int, seed: int, start: int) -> Iterator[int]:
     while True:
         yield from epoch_order(seed, epoch, n)[within:].tolist()
         epoch, within = epoch + 1, 0
-
-
-def dataset_of(make: Callable[[], Iterator[dict]], first: dict | None = None):
-    """A tf.data dataset of the example dicts `make()` yields (a fresh pass for each iteration,
-    so `.repeat()` works); the signature is taken from `first`, else from the first example.
-    None when there is no example to take it from."""
-    import tensorflow as tf
-
-    if first is None:
-        first = next(iter(make()), None)
-        if first is None:
-            return None
-    signature = {k: _spec(v) for k, v in first.items()}
-    return tf.data.Dataset.from_generator(make, output_signature=signature)
-
-
-def _spec(value):
-    import tensorflow as tf
-
-    if isinstance(value, bytes | str):
-        return tf.TensorSpec((), tf.string)
-    if isinstance(value, list | tuple):
-        if not value or isinstance(value[0], bytes | str):
-            return tf.TensorSpec((None,), tf.string)
-        value = np.asarray(value)
-    value = np.asarray(value)
-    if value.dtype.kind in "USO":
-        return tf.TensorSpec((None,) * value.ndim, tf.string)
-    return tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
-
-
-def tf_options(deterministic: bool = True):
-    """tf.data options of every chartjax input pipeline (deterministic order, own threads)."""
-    import tensorflow as tf
-
-    opts = tf.data.Options()
-    opts.deterministic = deterministic
-    opts.threading.private_threadpool_size = max(os.cpu_count() or 1, 2)
-    opts.threading.max_intra_op_parallelism = 1
-    return opts
 
 
 def as_python(value) -> Any:
@@ -212,17 +173,10 @@ class TfdsSource:
         examples = self.examples(split or self.train_split, process_index, process_count)
         start = start_step * local_batch_size
 
-        def stream():
-            return (examples[i] for i in stream_positions(len(examples), seed, start))
-
-        return dataset_of(stream)
+        return (examples[i] for i in stream_positions(len(examples), seed, start))
 
     def eval_examples(self, split, *, process_index, process_count):
-        examples = self.examples(split, process_index, process_count)
-        ds = dataset_of(lambda: iter(examples))
-        if ds is None:  # an empty share: the signature of this split's first example
-            ds = dataset_of(lambda: iter(()), self.examples(split, 0, 1)[0])
-        return ds
+        return self.examples(split, process_index, process_count)
 
     def ids(self, split: str) -> list[str]:
         """The example ids of a split, in order."""
@@ -287,20 +241,6 @@ class IndexedSource:
     num_eval: int
     eval_offset: int = 1_000_000
 
-    def _dataset(self, indices: Iterator[int]):
-        import tensorflow as tf
-
-        first = self.example(0)
-        signature = {
-            k: tf.TensorSpec(np.shape(v), tf.as_dtype(np.asarray(v).dtype))
-            if np.asarray(v).dtype.kind not in "USO"
-            else tf.TensorSpec(np.shape(v), tf.string)
-            for k, v in first.items()
-        }
-        return tf.data.Dataset.from_generator(
-            lambda: (self.example(int(i)) for i in indices), output_signature=signature
-        )
-
     def train_examples(self, *, seed, start_step, local_batch_size, process_index, process_count):
         global_batch = local_batch_size * process_count
 
@@ -318,9 +258,9 @@ class IndexedSource:
                 ]
                 step += 1
 
-        return self._dataset(indices())
+        return (self.example(int(i)) for i in indices())
 
     def eval_examples(self, split, *, process_index, process_count):
         per = -(-self.num_eval // process_count)
         mine = range(process_index * per, min((process_index + 1) * per, self.num_eval))
-        return self._dataset(iter([self.eval_offset + i for i in mine]))
+        return [self.example(self.eval_offset + i) for i in mine]

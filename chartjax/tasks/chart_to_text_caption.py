@@ -32,7 +32,7 @@ from collections.abc import Iterable
 import gin
 import numpy as np
 
-from chartjax.data import sources, word_vocab
+from chartjax.data import resize, sources, word_vocab
 from chartjax.data.images import decode_image_bytes
 from chartjax.data.word_vocab import WordVocab
 from chartjax.metrics.scores import Scores
@@ -91,12 +91,10 @@ def build_vocab(texts: Iterable[str], size: int) -> WordVocab:
 
 
 def _image(rec, image_size: int):
-    """The chart as uint8 `[image_size, image_size, 3]` (tf, inside the tf.data map)."""
-    import tensorflow as tf
-
-    img = tf.numpy_function(decode_image_bytes, [rec["image_bytes"]], tf.uint8, stateful=False)
-    img = tf.image.resize(tf.ensure_shape(img, [None, None, 3]), [image_size, image_size])
-    return tf.cast(tf.clip_by_value(tf.round(img), 0.0, 255.0), tf.uint8)
+    """The chart as uint8 `[image_size, image_size, 3]`: TF's bilinear resize, as before the
+    feature maps left TensorFlow (chartjax/data/resize.py)."""
+    img = decode_image_bytes(rec["image_bytes"])
+    return resize.to_uint8(resize.bilinear(img, (image_size, image_size)))
 
 
 def _host(rec, keep_host: bool) -> dict:
@@ -208,19 +206,12 @@ def make_task(
     L = max_target_len
 
     def features(keep_host):
-        import tensorflow as tf
-
-        def targets_py(target):
-            return seq2seq.target_arrays(vocab, target.decode("utf-8"), L)
-
         def fn(rec):
-            tgt, inp = tf.numpy_function(
-                targets_py, [rec["target"]], (tf.int32, tf.int32), stateful=False
-            )
+            tgt, inp = seq2seq.target_arrays(vocab, sources.as_python(rec["target"]), L)
             return {
                 "encoder_input_tokens": _image(rec, image_size),
-                "decoder_target_tokens": tf.ensure_shape(tgt, [L]),
-                "decoder_input_tokens": tf.ensure_shape(inp, [L]),
+                "decoder_target_tokens": tgt,
+                "decoder_input_tokens": inp,
                 **_host(rec, keep_host),
             }
 

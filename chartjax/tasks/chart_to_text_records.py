@@ -257,25 +257,19 @@ def example_arrays(meta: dict, target: str, vocab: WordVocab, shapes: Shapes, te
 
 
 def _featurize_fn(vocab, shapes: Shapes, templating: bool, keep_host: bool):
-    import tensorflow as tf
-
-    def py(meta, target):
-        return example_arrays(
-            json.loads(meta.decode("utf-8")), target.decode("utf-8"), vocab, shapes, templating
-        )
-
     def fn(rec):
-        enc, tgt, inp, cs = tf.numpy_function(
-            py,
-            [rec["meta"], rec["target"]],
-            (tf.int32, tf.int32, tf.int32, tf.float32),
-            stateful=False,
+        enc, tgt, inp, cs = example_arrays(
+            json.loads(sources.as_python(rec["meta"])),
+            sources.as_python(rec["target"]),
+            vocab,
+            shapes,
+            templating,
         )
         out = {
-            "encoder_input_tokens": tf.ensure_shape(enc, [shapes.max_records, shapes.record_width]),
-            "decoder_target_tokens": tf.ensure_shape(tgt, [shapes.max_target_len]),
-            "decoder_input_tokens": tf.ensure_shape(inp, [shapes.max_target_len]),
-            "cs_labels": tf.ensure_shape(cs, [shapes.max_records]),
+            "encoder_input_tokens": enc,
+            "decoder_target_tokens": tgt,
+            "decoder_input_tokens": inp,
+            "cs_labels": cs,
         }
         if keep_host:
             out.update({k: rec[k] for k in sources.RECORD_KEYS})

@@ -17,13 +17,14 @@ here, identical for all benchmarks:
 * predict: KV-cached greedy decoding or beam search (models/decoding.py) inside the jitted step;
   evaluate: detokenize, then the benchmark's `score_fn(texts, records, split)`.
 
-The Python parts (header rendering with PIL, SentencePiece) run through `tf.numpy_function`
-inside tf.data's parallel map.
+The feature map (header rendering with PIL, patches in NumPy, SentencePiece) runs in the loader's
+worker processes (chartjax/data/loader.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Sequence
 
@@ -98,9 +99,8 @@ def target_arrays(vocab, target: str, max_len: int) -> tuple[np.ndarray, np.ndar
     return tgt, inp
 
 
-def image_features(image, features: Features):
-    """Rendered chart (uint8 `[H, W, 3]`) -> Pix2Struct `encoder_input_tokens` (tf, eager or in
-    tf.data)."""
+def image_features(image, features: Features) -> np.ndarray:
+    """Rendered chart (uint8 `[H, W, 3]`) -> Pix2Struct `encoder_input_tokens` (NumPy)."""
     from chartjax.data import patches
 
     return patches.preprocess_image(
@@ -111,49 +111,28 @@ def image_features(image, features: Features):
     )
 
 
-# ------------------------------------------------------------------------ tf.data parts ----
+# ------------------------------------------------------------------------ feature map ------
 
 
 def _featurize_fn(features: Features, vocab, keep_host: bool):
-    """tf map: record -> model features (+ the host-side strings when `keep_host`)."""
-    import tensorflow as tf
+    """record -> model features (+ the host-side strings when `keep_host`); run in the loader's
+    worker processes."""
+    return functools.partial(_featurize, features, vocab, keep_host)
 
-    L = features.max_target_len
 
-    def targets_py(target):
-        return target_arrays(vocab, target.decode("utf-8"), L)
-
-    def text_py(prompt):
-        return vocab.encode_batch(
-            [prompt.decode("utf-8")], max_len=features.max_input_len, add_eos=True
-        )[0]
-
-    def image_py(data, prompt):
-        return image_with_header(decode_image_bytes(data), prompt.decode("utf-8"), features)
-
-    def fn(rec):
-        tgt, inp = tf.numpy_function(
-            targets_py, [rec["target"]], (tf.int32, tf.int32), stateful=False
-        )
-        out = {
-            "decoder_target_tokens": tf.ensure_shape(tgt, [L]),
-            "decoder_input_tokens": tf.ensure_shape(inp, [L]),
-        }
-        if features.modality == "image":
-            img = tf.numpy_function(
-                image_py, [rec["image_bytes"], rec["prompt"]], tf.uint8, stateful=False
-            )
-            out["encoder_input_tokens"] = image_features(
-                tf.ensure_shape(img, [None, None, 3]), features
-            )
-        else:
-            ids = tf.numpy_function(text_py, [rec["prompt"]], tf.int32, stateful=False)
-            out["encoder_input_tokens"] = tf.ensure_shape(ids, [features.max_input_len])
-        if keep_host:
-            out.update({k: rec[k] for k in RECORD_KEYS})
-        return out
-
-    return fn
+def _featurize(features: Features, vocab, keep_host: bool, rec: dict) -> dict:
+    tgt, inp = target_arrays(vocab, as_python(rec["target"]), features.max_target_len)
+    out = {"decoder_target_tokens": tgt, "decoder_input_tokens": inp}
+    prompt = as_python(rec["prompt"])
+    if features.modality == "image":
+        image = image_with_header(decode_image_bytes(rec["image_bytes"]), prompt, features)
+        out["encoder_input_tokens"] = image_features(image, features)
+    else:
+        ids = vocab.encode_batch([prompt], max_len=features.max_input_len, add_eos=True)[0]
+        out["encoder_input_tokens"] = np.asarray(ids, np.int32)
+    if keep_host:
+        out.update({k: rec[k] for k in RECORD_KEYS})
+    return out
 
 
 # ------------------------------------------------------------------------ the task --------

@@ -1,11 +1,11 @@
-"""The contract between a benchmark and the generic loops (DESIGN.md §3).
+"""The contract between a benchmark and the generic loops (docs/design.md §3).
 
 A benchmark enters chartjax only through its task module, which builds three things:
 
 * `Task`: what `train` and `evaluate` need. Where examples come from (`source`,
-  chartjax/data/sources.py), how one example becomes model features (`features`, a tf.data map),
-  the loss and prediction traced inside jit, and `evaluate` turning predictions into prediction
-  rows and scores. The batching, padding, sharding and prefetching around it are
+  chartjax/data/sources.py), how one example becomes model features (`features`, a Python
+  function run in loader worker processes), the loss and prediction traced inside jit, and
+  `evaluate` turning predictions into prediction rows and scores. The batching, padding, sharding and prefetching around it are
   chartjax/data/pipeline.py's, the same for every task.
 * `InferenceSpec`: what `chartjax-infer --task NAME` needs to turn user inputs (images, JSONL
   rows, a TFDS split) into model inputs: the modality, the named prompts, the reference field,
@@ -33,10 +33,10 @@ Batch = dict[str, Any]
 class Source(Protocol):
     """Where a task's examples come from (chartjax/data/sources.py has the implementations).
 
-    train_examples: this process's share of the infinite, shuffled training stream as a
-      tf.data.Dataset of raw examples, starting at example `start_step * local_batch_size`, so
-      a resumed run sees exactly the batches an uninterrupted one would.
-    eval_examples: this process's share of a split, once, as a tf.data.Dataset.
+    train_examples: this process's share of the infinite, shuffled training stream as an
+      iterator of raw example dicts, starting at example `start_step * local_batch_size`, so a
+      resumed run sees exactly the batches an uninterrupted one would.
+    eval_examples: this process's share of a split, once, as an iterable of example dicts.
     """
 
     def train_examples(
@@ -71,10 +71,12 @@ class SequenceLengths:
 class Task:
     """The benchmark-specific half of a training or evaluation run.
 
-    features(keep_host) -> a tf.data map from one example of `source` to model features; with
-      keep_host (evaluation) it also keeps the host-side fields `evaluate` reads.
-    batch_features(keep_host) -> None, or a tf.data map applied to each batch after `features`
-      (FigureQA gathers its figures' cached images there, once per batch).
+    features(keep_host) -> a function from one example of `source` to a dict of model features
+      (NumPy arrays; strings for host fields); with keep_host (evaluation) it also keeps the
+      host-side fields `evaluate` reads. It runs in loader worker processes
+      (chartjax/data/loader.py), so it must survive cloudpickle and read no process state.
+    batch_features(keep_host) -> None, or a function applied to each stacked batch after
+      `features`, in the training process (FigureQA gathers its figures' cached images there).
     loss(model, batch, train) -> (scalar loss, dict of scalar aux metrics); traced inside jit.
     predict(model, batch) -> per-example predictions; traced inside jit.
     evaluate(predictions, host, split) -> Evaluation, on the host; `host` holds the columns of

@@ -23,7 +23,7 @@ import gin
 import numpy as np
 
 from chartjax.data import classifier_inputs
-from chartjax.data.sources import RECORD_KEYS
+from chartjax.data.sources import RECORD_KEYS, as_python
 from chartjax.tasks.task import InferenceSpec
 
 
@@ -69,26 +69,22 @@ def encode(tokenizer, prompt: str, meta: dict) -> dict[str, np.ndarray]:
 
 
 def features_fn(features: Features, keep_host: bool):
-    """tf map: record -> `input_ids`, `attention_mask`, `token_type_ids`, `label` (+ the
-    record's host fields when `keep_host`)."""
-    import tensorflow as tf
-
+    """record -> `input_ids`, `attention_mask`, `token_type_ids`, `label` (+ the record's host
+    fields when `keep_host`)."""
     tok = classifier_inputs.tokenizer(features.tokenizer, features.family, features.max_len)
     shapes = classifier_inputs.feature_shapes(
         features.family, features.max_len, features.num_token_types
     )
 
-    def py(prompt, meta):
-        meta = json.loads(meta.decode("utf-8"))
-        out = encode(tok, prompt.decode("utf-8"), meta)
-        return (*(out[k] for k in classifier_inputs.FEATURES), np.int32(meta.get("label_id", 0)))
-
     def fn(rec):
-        *cols, label = tf.numpy_function(
-            py, [rec["prompt"], rec["meta"]], (tf.int32,) * 4, stateful=False
-        )
-        out = {k: tf.ensure_shape(c, shapes[k]) for k, c in zip(classifier_inputs.FEATURES, cols)}
-        out["label"] = tf.ensure_shape(label, [])
+        meta = json.loads(as_python(rec["meta"]))
+        encoded = encode(tok, as_python(rec["prompt"]), meta)
+        out = {}
+        for k in classifier_inputs.FEATURES:
+            out[k] = np.asarray(encoded[k], np.int32)
+            if out[k].shape != tuple(shapes[k]):
+                raise ValueError(f"{k} of {rec['id']!r} has shape {out[k].shape}, not {shapes[k]}")
+        out["label"] = np.int32(meta.get("label_id", 0))
         if keep_host:
             out.update({k: rec[k] for k in RECORD_KEYS})
         return out

@@ -1,4 +1,5 @@
-"""Pix2Struct patch extraction as TF ops (eager and in tf.data) and header rendering."""
+"""Pix2Struct patch extraction in NumPy, step by step against the TensorFlow ops the official
+pix2struct preprocessing calls, and header rendering."""
 
 import math
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from chartjax.data import patches, render
+from chartjax.data import patches, render, resize
 
 
 def _image(h, w, seed=0):
@@ -20,7 +21,7 @@ def _image(h, w, seed=0):
 def test_layout_ids_padding_and_flattening_order():
     # 32x48 at 6 patches of 16x16: scale = 1, grid 2x3 exactly, no resize change.
     img = np.arange(32 * 48 * 3, dtype=np.float32).reshape(32, 48, 3) % 251
-    out = patches.image_to_patches(tf.constant(img), 8).numpy()
+    out = patches.image_to_patches(img, 8)
     assert out.shape == (8, 2 + 768)
     np.testing.assert_array_equal(out[:6, 0], [1, 1, 1, 2, 2, 2])
     np.testing.assert_array_equal(out[:6, 1], [1, 2, 3, 1, 2, 3])
@@ -33,9 +34,9 @@ def test_standardization_is_population_std():
     img = _image(20, 30)
     x = img.astype(np.float64)
     want = (x - x.mean()) / max(x.std(), 1 / math.sqrt(x.size))
-    np.testing.assert_allclose(patches.standardize(img).numpy(), want, atol=1e-4)
+    np.testing.assert_allclose(patches.standardize(img), want, atol=1e-4)
     flat = np.full((4, 4, 3), 7, np.uint8)  # std 0 -> divided by 1/sqrt(N), values 0
-    assert not patches.standardize(flat).numpy().any()
+    assert not patches.standardize(flat).any()
 
 
 @pytest.mark.parametrize(
@@ -64,20 +65,34 @@ def test_never_more_than_max_patches_and_at_least_half():
             assert rows * cols >= mp / 2
 
 
-def test_tf_data_equals_eager():
-    imgs = [_image(60, 90, 2), _image(120, 40, 3)]
-    eager = [patches.preprocess_image(i, 32).numpy() for i in imgs]
-    ds = tf.data.Dataset.from_generator(
-        lambda: iter(imgs), output_signature=tf.TensorSpec([None, None, 3], tf.uint8)
-    )
-    ds = ds.map(lambda x: patches.preprocess_image(x, 32))
-    for a, b in zip(eager, ds.as_numpy_iterator()):
-        np.testing.assert_array_equal(a, b)
+def _official(image: np.ndarray, max_patches: int, patch=(16, 16)) -> np.ndarray:
+    """pix2struct's preprocessing as its TF ops (written from its description: per-image
+    standardization, float32 grid, antialiased bilinear resize, `extract_patches`, 1-based
+    row/col ids, zero padding)."""
+    ph, pw = patch
+    x = tf.image.per_image_standardization(tf.cast(image, tf.float32))
+    h, w = float(image.shape[0]), float(image.shape[1])
+    scale = tf.sqrt(tf.constant(max_patches, tf.float32) * (ph / h) * (pw / w))
+    rows = int(tf.maximum(tf.minimum(tf.floor(scale * h / ph), max_patches), 1))
+    cols = int(tf.maximum(tf.minimum(tf.floor(scale * w / pw), max_patches), 1))
+    x = tf.image.resize(x, [rows * ph, cols * pw], method="bilinear", antialias=True)
+    p = tf.image.extract_patches(x[None], [1, ph, pw, 1], [1, ph, pw, 1], [1, 1, 1, 1], "VALID")
+    p = tf.reshape(p, [rows * cols, -1]).numpy()
+    ids = np.stack(np.meshgrid(np.arange(1, rows + 1), np.arange(1, cols + 1), indexing="ij"), -1)
+    out = np.concatenate([ids.reshape(-1, 2).astype(np.float32), p], 1)
+    return np.pad(out, [[0, max_patches - rows * cols], [0, 0]])
 
 
-def test_position_id_limit_raises():
-    with pytest.raises(tf.errors.InvalidArgumentError, match="extreme aspect ratio"):
-        patches.image_to_patches(tf.zeros([4, 400, 3]), 64, (4, 4), max_position_id=50)
+@pytest.mark.parametrize(
+    "hw,mp", [((60, 90), 32), ((120, 40), 32), ((300, 400), 2048), ((33, 500), 64), ((41, 41), 16)]
+)
+def test_equals_official_tf_preprocessing(hw, mp):
+    img = _image(*hw, 2)
+    got = patches.preprocess_image(img, mp)
+    want = _official(img, mp)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(got[:, :2], want[:, :2])
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=0)
 
 
 def test_render_header_layout():
@@ -102,24 +117,42 @@ def test_render_missing_font_names_the_path():
 def test_standardize_equals_tf_per_image_standardization():
     img = _image(45, 70, 4)
     want = tf.image.per_image_standardization(tf.cast(img, tf.float32)).numpy()
-    np.testing.assert_allclose(patches.standardize(img).numpy(), want, atol=2e-6)
+    np.testing.assert_allclose(patches.standardize(img), want, atol=2e-6)
 
 
 @pytest.mark.parametrize(
     "hw,size",
-    [((60, 80), (64, 96)), ((37, 100), (112, 304)), ((16, 16), (16, 48)), ((90, 50), (90, 50))],
+    [
+        ((60, 80), (64, 96)),
+        ((37, 100), (112, 304)),
+        ((16, 16), (16, 48)),
+        ((90, 50), (90, 50)),
+        ((60, 80), (32, 96)),
+        ((64, 64), (48, 48)),
+        ((1200, 1600), (720, 960)),
+        ((33, 21), (7, 5)),
+    ],
 )
-def test_upscale_fast_path_equals_antialiased_resize(hw, size):
-    # No side shrinks: plain bilinear stands in for TF's antialiased kernel (same weights).
+def test_resize_equals_tf_kernels(hw, size):
     img = patches.standardize(_image(*hw, 5))
-    fast = patches.resize_antialiased(img, tf.constant(size)).numpy()
-    want = tf.image.resize(img, size, antialias=True).numpy()
-    assert np.abs(fast - want).max() < 3e-4
+    got = resize.antialiased(img, size)
+    np.testing.assert_allclose(got, tf.image.resize(img, size, antialias=True).numpy(), atol=1e-6)
+    got = resize.bilinear(img, size)
+    np.testing.assert_allclose(got, tf.image.resize(img, size).numpy(), atol=1e-6)
 
 
-@pytest.mark.parametrize("hw,size", [((60, 80), (32, 96)), ((64, 64), (48, 48))])
-def test_any_shrinking_side_keeps_the_antialiased_kernel(hw, size):
-    img = patches.standardize(_image(*hw, 6))
-    got = patches.resize_antialiased(img, tf.constant(size)).numpy()
-    np.testing.assert_array_equal(got, tf.image.resize(img, size, antialias=True).numpy())
-    assert np.abs(got - tf.image.resize(img, size, antialias=False).numpy()).max() > 1e-2
+def test_aspect_size_crop_pad_and_rounding_follow_tf():
+    for hw, target in [((20, 33), (64, 64)), ((100, 7), (32, 48)), ((255, 256), (256, 256))]:
+        want = tf.image.resize(tf.zeros((*hw, 3)), target, preserve_aspect_ratio=True).shape[:2]
+        assert resize.aspect_size(*hw, *target) == tuple(want)
+    img = _image(13, 20, 7)
+    for centre in (True, False):
+        got = resize.crop_or_pad(img, 24, 17, centre=centre)
+        if centre:
+            want = tf.image.resize_with_crop_or_pad(img, 24, 17).numpy()
+        else:
+            want = tf.image.pad_to_bounding_box(img[:, :17], 0, 0, 24, 17).numpy()
+        np.testing.assert_array_equal(got, want)
+    x = np.array([-3.0, 0.5, 1.5, 2.5, 254.5, 300.0], np.float32)
+    want = tf.cast(tf.clip_by_value(tf.round(x), 0, 255), tf.uint8).numpy()
+    np.testing.assert_array_equal(resize.to_uint8(x), want)

@@ -43,7 +43,7 @@ def proc():
 )
 def test_patches_match_hf(proc, h, w, mp):
     img = _image(h, w)
-    ours = patches.preprocess_image(img, mp).numpy()
+    ours = patches.preprocess_image(img, mp)
     ref = proc(images=img, max_patches=mp, return_tensors="np")["flattened_patches"][0]
     assert ours.shape == ref.shape
     np.testing.assert_array_equal(ours[:, :2], ref[:, :2])  # ids, count and padding
@@ -53,7 +53,7 @@ def test_patches_match_hf(proc, h, w, mp):
 
 def test_float32_grid_differs_from_hf_where_documented(proc):
     img = _image(41, 41)
-    ours = patches.preprocess_image(img, 16).numpy()
+    ours = patches.preprocess_image(img, 16)
     ref = proc(images=img, max_patches=16, return_tensors="np")["flattened_patches"][0]
     assert (ours[:, 0] > 0).sum() == 9 and (ref[:, 0] > 0).sum() == 16
 
@@ -68,6 +68,6 @@ def test_header_rendering_matches_hf(proc):
     # HF 5.24's __call__ rejects `font_path` in its typed kwargs although its VQA branch reads it,
     # so the HF-rendered image goes through the (non-VQA) processor instead.
     full = proc(images=ref, max_patches=256, return_tensors="np")["flattened_patches"][0]
-    mine = patches.preprocess_image(ours, 256).numpy()
+    mine = patches.preprocess_image(ours, 256)
     np.testing.assert_array_equal(mine[:, :2], full[:, :2])
     assert np.abs(mine[:, 2:] - full[:, 2:]).max() <= PIXEL_TOL

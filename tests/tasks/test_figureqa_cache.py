@@ -25,10 +25,9 @@ def _reference(data_dir: str, split: str, train: bool, **kw) -> dict[str, np.nda
         augment_seed=kw.get("augment_seed", 0),
     )
     examples = list(tfds_records.split_examples(task.source.builder_dir, split))
-    ds = sources.dataset_of(lambda: iter(examples))
     out = {}
-    for ex in ds.map(fn).as_numpy_iterator():
-        out[ex["id"].decode() if "id" in ex else len(out)] = ex
+    for ex in map(fn, examples):
+        out[sources.as_python(ex["id"]) if "id" in ex else len(out)] = ex
     return out
 
 

@@ -2,8 +2,9 @@
 aspect ratio, zero padding to a square (centred, or right and below), and the training-time pad
 and random crop (the paper's 256 -> 264 -> 256): a shift of at most train_pad / 2 pixels each
 way that keeps every pixel it does not push out of the frame, seeded by the example id, never
-applied in evaluation. Eagerly and inside a tf.data map."""
+applied in evaluation. The same as the baselines' TF ops, in this process and in loader workers."""
 
+import functools
 import io
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
+from chartjax.data import loader
 from chartjax.tasks import figureqa
 
 
@@ -18,18 +20,18 @@ def _example(pixels: np.ndarray, id_: str = "3/7") -> dict:
     buf = io.BytesIO()
     Image.fromarray(pixels).save(buf, format="PNG")
     return {
-        "image": tf.constant(buf.getvalue()),
-        "question": tf.constant("Is Red the minimum?"),
-        "answer": tf.constant(1, tf.int64),
-        "id": tf.constant(id_),
-        "figure_type": tf.constant("vbar"),
-        "question_id": tf.constant(0, tf.int64),
+        "image": buf.getvalue(),
+        "question": "Is Red the minimum?",
+        "answer": np.int64(1),
+        "id": id_,
+        "figure_type": "vbar",
+        "question_id": np.int64(0),
     }
 
 
 def _image(ex, size, *, train=False, **kw) -> np.ndarray:
     fn = figureqa._preprocess_fn(size, 24, False, keep_meta=not train, **kw)
-    return fn(ex)["image"].numpy()
+    return fn(ex)["image"]
 
 
 def test_the_longer_side_goes_to_256_and_zeros_pad_the_rest():
@@ -102,12 +104,41 @@ def test_the_training_crop_is_a_small_shift_that_keeps_the_content():
     np.testing.assert_array_equal(_image(_example(noise), size, train=True), evaluated)
 
 
-def test_the_crop_runs_inside_a_tf_data_map_as_eagerly():
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("pad_position", ["center", "top_left"])
+@pytest.mark.parametrize(
+    "hw,out", [((37, 53), (48, 48)), ((90, 41), (32, 48)), ((20, 20), (64, 64))]
+)
+def test_the_image_equals_the_baselines_tf_ops(antialias, pad_position, hw, out):
+    pixels = np.random.default_rng(2).integers(0, 256, size=(*hw, 3), dtype=np.uint8)
+    ex = _example(pixels)
+    got = figureqa.image_fn(*out, antialias, pad_position)(ex["image"])
+    img = tf.image.resize(
+        tf.io.decode_png(ex["image"], channels=3),
+        out,
+        method="bilinear",
+        preserve_aspect_ratio=True,
+        antialias=antialias,
+    )
+    if pad_position == "center":
+        img = tf.image.resize_with_crop_or_pad(img, *out)
+    else:
+        img = tf.image.pad_to_bounding_box(img, 0, 0, *out)
+    want = tf.cast(tf.clip_by_value(tf.round(img), 0, 255), tf.uint8).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_crop_is_the_same_in_a_loader_worker_process():
     noise = np.random.default_rng(1).integers(1, 256, size=(16, 32, 3), dtype=np.uint8)
-    ex = _example(noise, "12/3")
+    examples = [_example(noise, f"12/{i}") for i in range(4)]
     fn = figureqa._preprocess_fn(32, 24, False, keep_meta=False, train_pad=8)
-    (mapped,) = list(tf.data.Dataset.from_tensors(ex).map(fn).as_numpy_iterator())
-    np.testing.assert_array_equal(mapped["image"], fn(ex)["image"].numpy())
+    batch_fn = functools.partial(loader.batch_of, fn)
+    (here,) = loader.map_ordered(batch_fn, [examples], workers=0)
+    (there,) = loader.map_ordered(batch_fn, [examples], workers=1)
+    assert sorted(here) == sorted(there)
+    for k in here:
+        np.testing.assert_array_equal(here[k], there[k], err_msg=k)
+    assert len({here["image"][i].tobytes() for i in range(4)}) > 1  # the ids crop differently
 
 
 @pytest.mark.parametrize(

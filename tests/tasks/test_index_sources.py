@@ -4,6 +4,7 @@ its own records, and FigureQA's processes split the figures (and so their image 
 
 from chartjax.data import pipeline, sources
 from chartjax.tasks import figureqa
+from tests.tasks.hide_tf import HIDE_TF
 
 
 def test_a_stream_started_anywhere_is_the_tail_of_the_whole_stream():
@@ -44,21 +45,14 @@ def test_figureqa_processes_split_the_figures_and_resume_exactly(tfds_dir):
     assert labels(0) == whole
 
 
-_WITHOUT_TF = """
-import importlib.machinery, sys
-
-class HideTF(importlib.machinery.PathFinder):  # as if TensorFlow were not installed
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            return None
-        return super().find_spec(name, path, target)
-
-sys.meta_path[:] = [HideTF if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
+_WITHOUT_TF = (
+    HIDE_TF
+    + """
 from chartjax.data import sources, tfds_records
 ids = [e["id"].decode() for e in tfds_records.split_examples(sys.argv[1], "train1")]
 print(sorted(ids), "tensorflow" in sys.modules)
 """
+)
 
 
 def test_builds_are_read_by_random_access_without_tensorflow(tfds_dir):

@@ -37,7 +37,7 @@ def test_jax_patches_equal_the_tf_patches(data):
     for header, max_patches in ((False, 1024), (True, 64)):
         x = gpu.with_header(images, gpu.PROMPT if header else "", render.default_font_path())
         got = np.asarray(gpu.patches(x, max_patches))
-        want = np.stack([tf_patches.preprocess_image(im, max_patches).numpy() for im in x])
+        want = np.stack([tf_patches.preprocess_image(im, max_patches) for im in x])
         assert got.shape == want.shape == (2, max_patches, 2 + 768)
         np.testing.assert_array_equal(got[..., :2], want[..., :2])  # ids and padding
         # float32 rounding of the resize weights (as data/patches.py's own two paths)

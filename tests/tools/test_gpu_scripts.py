@@ -264,9 +264,7 @@ def test_jit_step_equals_the_train_loops_step():
 # ------------------------------------------------------------------ FigureQA ---------------
 
 
-def test_figureqa_inputs_equal_the_tasks_tf_preprocessing(fq_data):
-    import tensorflow as tf
-
+def test_figureqa_inputs_equal_the_tasks_preprocessing(fq_data):
     from chartjax.tasks import figureqa as task
 
     with open(os.path.join(fq_data, "vocab.json")) as f:
@@ -282,29 +280,21 @@ def test_figureqa_inputs_equal_the_tasks_tf_preprocessing(fq_data):
         png = os.path.join(folder, "png", f"{q['image_index']}.png")
         with open(png, "rb") as f:
             data = f.read()
-        ex = {
-            "image": tf.constant(data),
-            "question": tf.constant(q["question_string"]),
-            "answer": tf.constant(q["answer"]),
-        }
+        ex = {"image": data, "question": q["question_string"], "answer": q["answer"]}
         want = fns[64](ex)
         np.testing.assert_array_equal(split["question_tokens"][k], want["question_tokens"])
         assert split["question_length"][k] == int(want["question_length"])
         assert split["label"][k] == int(want["label"])
         img = split["images"][split["figure"][k]]
-        assert np.abs(img.astype(int) - want["image"].numpy()).max() <= 1
+        assert np.abs(img.astype(int) - want["image"]).max() <= 1
     from PIL import Image
 
     for i in range(3):
         rgb = np.asarray(Image.open(os.path.join(folder, "png", f"{i}.png")).convert("RGB"))
         with open(os.path.join(folder, "png", f"{i}.png"), "rb") as f:
-            ex = {
-                "image": tf.constant(f.read()),
-                "question": tf.constant("Is red the minimum?"),
-                "answer": tf.constant(1),
-            }
+            ex = {"image": f.read(), "question": "Is red the minimum?", "answer": 1}
         for size, fn in fns.items():  # shrink, shrink more, enlarge (and pad)
-            diff = np.abs(fq.preprocess_image(rgb, size).astype(int) - fn(ex)["image"].numpy())
+            diff = np.abs(fq.preprocess_image(rgb, size).astype(int) - fn(ex)["image"])
             assert diff.max() <= 1, (i, size, diff.max())
 
 

@@ -37,6 +37,35 @@ MIN_ALTERNATIONS = 5  # fewer and one slow outlier decides the median of a share
 # ------------------------------------------------------------------ machine ---------------
 
 
+def tree_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its live descendants (loader workers:
+    pool processes are not reaped while they serve, so RUSAGE_CHILDREN misses them), plus the
+    reaped ones. Linux (/proc); elsewhere this process and its reaped children only."""
+    total = cpu_seconds()
+    if not os.path.isdir("/proc"):
+        return total
+    tick = os.sysconf("SC_CLK_TCK")
+    parents, times = {}, {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(pid)] = int(fields[1])
+        times[int(pid)] = (int(fields[11]) + int(fields[12])) / tick
+    me = os.getpid()
+    for pid in times:
+        p = parents.get(pid)
+        while p and p != me:
+            p = parents.get(p)
+        if p == me:
+            total += times[pid]
+    return total
+
+
 def load_avg() -> list[float] | None:
     """The 1, 5 and 15 minute load averages (None where the OS has none)."""
     return [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None

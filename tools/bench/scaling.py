@@ -18,7 +18,9 @@ Three sections, each timed at every size given (issue 18, item 5; the issue's fu
   is the parameter count);
 * resume: the time to the first training batch of the FigureQA RN task (batch 640) started at
   `--resume-steps` (default 0, 10^4, 10^5, 10^6) on a generated corpus of `--resume-figures`
-  figures: flat, since the input position is computed, not skipped to.
+  figures: flat, since the input position is computed, not skipped to;
+* infer: `chartjax-infer` throughput over `--infer-charts` charts with a tiny Pix2Struct on
+  each `--infer-devices` count of simulated devices (the summary line names the devices used).
 
 Each series gets `fit`: the slope of log(wall) against log(size) over all points and over the
 two largest (`slope_top`, where a fixed start-up cost weighs least), and the least-squares line
@@ -83,7 +85,7 @@ def _series(rows: list[dict], size_key: str) -> dict:
     return out
 
 
-# The real FigureQA release (paper counts; corpora reference §4, [unverified] until counted
+# The real FigureQA release (paper counts; docs/corpora.md §4, [unverified] until counted
 # from the files): train1, and all five splits.
 FIGUREQA_TRAIN1 = {"figures": 100_000, "questions": 1_327_368}
 FIGUREQA_RELEASE = {"figures": 180_000, "questions": 2_388_698}
@@ -183,6 +185,69 @@ def bench_resume(tmp: str, figures: int, start_steps, batch: int, image_size: in
     }
 
 
+def bench_infer(tmp: str, charts: int, devices, batch: int) -> dict:
+    """`chartjax-infer --task deplot` over `charts` generated charts with a tiny random
+    Pix2Struct (HF layout) on each count of simulated CPU devices, each in a child process:
+    examples per second and the devices its summary line names. Simulated devices share this
+    host's cores, so the row shows the batches spread over the mesh at no extra cost, not a
+    speed-up (that needs real accelerators)."""
+    import json
+    import subprocess
+
+    import numpy as np
+    from PIL import Image
+
+    from chartjax.interop import hf
+    from chartjax.models import pix2struct as p2s_lib
+    from chartjax.models import tiny
+    from chartjax.tools import train_vocab
+
+    work = os.path.join(tmp, "infer")
+    folder = os.path.join(work, "charts")
+    os.makedirs(folder)
+    rng = np.random.default_rng(0)
+    for i in range(charts):
+        arr = rng.integers(0, 256, (60 + i % 7 * 10, 80 + i % 5 * 12, 3), dtype=np.uint8)
+        Image.fromarray(arr).save(os.path.join(folder, f"c{i:05d}.png"))
+    vocab = train_vocab.train(
+        ["Generate underlying data table of the figure below: TITLE | a 1 2 3"] * 8,
+        os.path.join(work, "spm"),
+        vocab_size=300,
+        hard_vocab_limit=False,
+    )
+    ckpt = os.path.join(work, "p2s_hf")
+    hf.save(p2s_lib.build(tiny.tiny_pix2struct(vocab_size=300), 0), ckpt)
+    rows = []
+    for n in devices:
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n}"
+        args = ["--task", "deplot", "--checkpoint", ckpt, "--vocab", vocab, "--images", folder]
+        args += ["--out", os.path.join(work, f"out{n}"), "--batch_size", str(batch)]
+        args += ["--max_decode_len", "8", "--max_patches", "64", "--dtype", "float32"]
+        code = "import sys; from chartjax.tools.infer import main; main(sys.argv[1:])"
+        t0, load0 = time.perf_counter(), _load1()
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True
+        )
+        wall = time.perf_counter() - t0
+        if proc.returncode:
+            raise RuntimeError(f"chartjax-infer on {n} devices failed: {proc.stderr[-2000:]}")
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(
+            {
+                "devices": summary.get("devices"),
+                "simulated_devices": n,
+                "charts": charts,
+                "wall_s": round(wall, 2),
+                "examples_per_s": round(charts / wall, 2),
+                "summary": summary,
+                "load_1min": [load0, _load1()],
+            }
+        )
+        harness.progress(rows[-1])
+    return {"rows": rows}
+
+
 def bench_score(tmp: str, sizes) -> dict:
     from pathlib import Path
 
@@ -244,6 +309,9 @@ def main(argv=None) -> int:
     p.add_argument("--resume-figures", type=int, default=500, help="0 skips the resume section")
     p.add_argument("--resume-steps", type=int, nargs="+", default=[0, 10**4, 10**5, 10**6])
     p.add_argument("--resume-batch", type=int, default=640, help="the FigureQA RN recipe's")
+    p.add_argument("--infer-charts", type=int, default=256, help="0 skips the infer section")
+    p.add_argument("--infer-devices", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--infer-batch", type=int, default=16)
     harness.add_out_flag(p)
     a = p.parse_args(argv)
     for name, sizes in (("--figureqa", a.figureqa), ("--summaries", a.summaries)):
@@ -264,12 +332,14 @@ def main(argv=None) -> int:
             results["resume"] = bench_resume(
                 tmp, a.resume_figures, a.resume_steps, a.resume_batch, image_size=64
             )
+        if a.infer_charts:
+            results["infer"] = bench_infer(tmp, a.infer_charts, a.infer_devices, a.infer_batch)
         if a.figureqa:
             results["build"] = bench_build(tmp, a.figureqa, a.build_modes, a.gen_workers)
         results["super_linear"] = sorted(
             f"{section}.{name}"
             for section, series in results.items()
-            if isinstance(series, dict) and section != "resume"
+            if isinstance(series, dict) and section not in ("resume", "infer")
             for name, s in series.items()
             if isinstance(s, dict) and "fit" in s
             if (s["fit"] or {}).get("super_linear") or s.get("fit_cpu", {}).get("super_linear")

@@ -4,8 +4,8 @@
         --vocab 1024 --patches 512 --targets 64 --batch 8 [--compare-hf]
 
 Synthetic inputs only. This process imports neither TensorFlow nor gin, so it runs on machines
-without them (DESIGN.md §7); patch extraction (TF ops) is timed in a child process and reported
-as unavailable where TensorFlow is missing. `--compare-hf` builds HF transformers (PyTorch) on
+without them (docs/design.md §7); patch extraction (NumPy, chartjax/data/patches.py) is timed in a
+child process (its own allocator setting) and reported as unavailable if that child fails. `--compare-hf` builds HF transformers (PyTorch) on
 the same shapes in this process and times each chartjax call and its HF counterpart side by side
 (harness.interleaved: chartjax, HF, chartjax, HF, ...; the child process does the same for patch
 extraction); `ratios_chartjax_over_hf` holds the median speed-up over the alternations, with its
@@ -273,7 +273,7 @@ def _gflops(side: dict, ceiling: float | None) -> dict:
 
 
 def _run_patch_worker(a, imgs: dict[str, np.ndarray], compare: bool) -> dict:
-    """Patch extraction in a child process (TF stays out of this process)."""
+    """Patch extraction in a child process (its allocator apart from the step's)."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "charts.npz")
         np.savez(path, **{f"img{k}": v for k, v in imgs.items()})
@@ -295,7 +295,7 @@ def bench_patches(a, imgs: dict[str, np.ndarray]) -> dict:
 
 
 def _hf_patches(a, imgs: dict[str, np.ndarray]) -> dict:
-    """HF's patch images per second in this process (when the TF child cannot run)."""
+    """HF's patch images per second in this process (when the patch child cannot run)."""
     fn = step_hf.patch_fn(a.patch_max)
     out = {}
     for key, img in imgs.items():
@@ -305,21 +305,17 @@ def _hf_patches(a, imgs: dict[str, np.ndarray]) -> dict:
 
 
 def _patch_worker(a) -> None:
-    import tensorflow as tf
-
     from chartjax.data import patches
 
-    fn = tf.function(
-        lambda x: patches.preprocess_image(x, a.patch_max),
-        input_signature=[tf.TensorSpec([None, None, 3], tf.uint8)],
-    )
+    def fn(x):
+        return patches.preprocess_image(x, a.patch_max)
+
     hf = step_hf.patch_fn(a.patch_max) if a.compare_hf else None
     out = {"chartjax": {}, "hf": {}, "ratios": {}}
     with np.load(a.patch_worker) as imgs:
         for key in PATCH_IMAGES:
             img = imgs[f"img{key}"]
-            # np.asarray shares the result's buffer; .numpy() would add a copy TF need not make.
-            ours = lambda img=img: np.asarray(fn(img))  # noqa: E731
+            ours = lambda img=img: fn(img)  # noqa: E731
             k = f"patch_images_per_s{key}"
             if hf is None:
                 t = harness.timeit(ours, a.patch_images, PATCH_WARMUP)
@@ -411,7 +407,7 @@ def main(argv=None) -> dict | None:
             ratios["beam_examples_per_s"] = beam["speedup_a_over_b"]
         if not a.skip_patches:
             worker = _run_patch_worker(a, imgs, compare=True)
-            if "unavailable" in worker:  # no TensorFlow here: HF's side alone, as it can run
+            if "unavailable" in worker:  # the child failed: HF's side alone, as it can run
                 results["chartjax"]["unavailable"] = worker["unavailable"]
                 results["hf"].update(_hf_patches(a, imgs))
             else:

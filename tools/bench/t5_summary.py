@@ -123,20 +123,25 @@ class RecordSource:
     heldout: list[dict]
 
     @staticmethod
-    def _dataset(records):
-        import tensorflow as tf
-
-        cols = {k: [str(r[k]) for r in records] for k in ("id", "prompt", "target")}
-        cols["meta"] = [json.dumps(r["meta"], sort_keys=True) for r in records]
-        return tf.data.Dataset.from_tensor_slices(cols)
+    def _rows(records, process_index: int, process_count: int) -> list[dict]:
+        rows = [
+            {
+                **{k: str(r[k]) for k in ("id", "prompt", "target")},
+                "meta": json.dumps(r["meta"], sort_keys=True),
+            }
+            for r in records
+        ]
+        return rows[process_index::process_count]
 
     def train_examples(self, *, seed, start_step, local_batch_size, process_index, process_count):
-        ds = self._dataset(self.train).shard(process_count, process_index)
-        ds = ds.shuffle(len(self.train), seed=seed, reshuffle_each_iteration=True).repeat()
-        return ds.skip(start_step * local_batch_size)
+        from chartjax.data import sources
+
+        rows = self._rows(self.train, process_index, process_count)
+        positions = sources.stream_positions(len(rows), seed, start_step * local_batch_size)
+        return (rows[i] for i in positions)
 
     def eval_examples(self, split, *, process_index, process_count):
-        return self._dataset(self.heldout).shard(process_count, process_index)
+        return self._rows(self.heldout, process_index, process_count)
 
 
 # ------------------------------------------------------------------ run -------------------

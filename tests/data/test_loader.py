@@ -1,0 +1,77 @@
+"""The loader (chartjax/data/loader.py): batches come out in order and equal with 0, 1 or 2
+worker processes, large arrays through shared memory (none left behind), the stream is read a
+bounded window ahead, and a worker's error reaches the caller with its message."""
+
+import functools
+import os
+
+import numpy as np
+import pytest
+
+from chartjax.data import loader
+
+
+def _features(scale: int, ex: dict) -> dict:
+    big = np.full((600, 600), ex["i"] * scale, np.float32)  # 1.4 MB: through shared memory
+    return {"i": np.int32(ex["i"]), "big": big, "name": f"ex{ex['i']}", "raw": b"\xff"}
+
+
+def _shm_names() -> set[str]:
+    return (
+        {n for n in os.listdir("/dev/shm") if n.startswith("psm_")}
+        if os.path.isdir("/dev/shm")
+        else set()
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_batches_in_order_for_any_worker_count(workers):
+    before = _shm_names()
+    fn = functools.partial(loader.batch_of, functools.partial(_features, 3))
+    chunks = loader.chunked(({"i": i} for i in range(11)), 4, drop_remainder=False)
+    got = list(loader.map_ordered(fn, chunks, workers=workers))
+    assert [b["i"].tolist() for b in got] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
+    assert got[2]["big"].shape == (3, 600, 600) and got[2]["big"].dtype == np.float32
+    np.testing.assert_array_equal(got[1]["big"][:, 7, 9], [12, 15, 18, 21])
+    assert got[0]["name"].tolist() == [b"ex0", b"ex1", b"ex2", b"ex3"]  # strings as UTF-8 bytes
+    assert got[0]["raw"].tolist() == [b"\xff"] * 4
+    assert _shm_names() <= before  # every shared block unlinked once read
+
+
+def test_drop_remainder_and_a_bounded_read_ahead():
+    pulled = []
+
+    def examples():
+        for i in range(1000):
+            pulled.append(i)
+            yield {"i": i}
+
+    chunks = loader.chunked(examples(), 5, drop_remainder=True)
+    fn = functools.partial(loader.batch_of, functools.partial(_features, 1))
+    it = loader.map_ordered(fn, chunks, workers=1, ahead=2)
+    first = next(it)
+    assert first["i"].tolist() == [0, 1, 2, 3, 4]
+    assert len(pulled) <= 5 * 3  # the window (2 chunks) plus the one being refilled
+    it.close()
+    assert [len(c) for c in loader.chunked(iter(range(7)), 3, drop_remainder=True)] == [3, 3]
+
+
+def _fails(ex):
+    raise ValueError(f"example {ex['i']} has no chart")
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_feature_map_error_reaches_the_caller(workers):
+    fn = functools.partial(loader.batch_of, _fails)
+    with pytest.raises(ValueError, match="example 0 has no chart"):
+        list(loader.map_ordered(fn, [[{"i": 0}]], workers=workers))
+
+
+def test_worker_count_from_gin_or_environment(monkeypatch):
+    monkeypatch.setenv("CHARTJAX_LOADER_WORKERS", "3")
+    assert loader.loader_workers() == 3
+    assert loader.loader_workers(0) == 0
+    monkeypatch.delenv("CHARTJAX_LOADER_WORKERS")
+    assert 1 <= loader.loader_workers() <= 8
+    with pytest.raises(ValueError, match="loader_workers.count"):
+        loader.loader_workers(-1)
