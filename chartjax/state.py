@@ -5,7 +5,7 @@
 
 The graph definition and the RNG-stream variables stay outside the state: the step reseeds the
 model's RNG streams from `fold_in(rng, step)`, so a resumed run draws the same dropout masks as
-an uninterrupted one. NNX calls live here and in `chartjax/models/` only (DESIGN.md §4).
+an uninterrupted one. NNX calls live here and in `chartjax/models/` only (docs/design.md §4).
 """
 
 from __future__ import annotations
@@ -67,7 +67,11 @@ def reseeded(rng_state: dict, rng: jax.Array) -> dict:
     leaves, treedef = jax.tree_util.tree_flatten_with_path(rng_state)
     out, k = [], 0
     for path, leaf in leaves:
-        name = getattr(path[-1], "key", None)
+        # A Variable leaf's path ends in GetAttrKey("value"): its name is the part before it.
+        # (Reading path[-1] alone matched nothing, and every step reused the dropout masks
+        # drawn at model construction: issue 28, found by the HF training-parity check.)
+        names = [getattr(p, "key", getattr(p, "name", None)) for p in path]
+        name = names[-2] if len(names) > 1 and names[-1] == "value" else names[-1]
         if name == "key":
             out.append(jax.random.fold_in(_typed(rng), k))
             k += 1
