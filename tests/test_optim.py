@@ -342,3 +342,142 @@ def test_accumulate_steps_averages_k_gradients_into_one_update():
     assert float(logged(3)) == pytest.approx(float(sched(1)))
     with pytest.raises(ValueError, match="accumulate_steps"):
         optim.make_optimizer("sgd", lr=0.1, accumulate_steps=0)
+
+
+# ------------------------------------------------------------------ HF Adafactor (issue 30) ----
+# The ChartCheck authors fine-tuned MatCha with transformers' Adafactor(scale_parameter=False,
+# relative_step=False, lr=1e-5) (mubasharaak/ChartCheck cb7541b, matcha_finetuning_ChartFC.py
+# line 117): the `adafactor_hf` flavour. Parameters of very different scales show the
+# difference from T5X's flavour, whose step is multiplied by each weight's RMS.
+
+
+def scaled_params(seed: int = 0) -> dict:
+    """Leaves of different scales and ranks (3-D: HF factors the last two dimensions)."""
+    rng = np.random.default_rng(seed)
+    return {
+        "kernel": rng.normal(size=(6, 5)) * 1e-2,
+        "big": rng.normal(size=(4, 3)) * 30.0,
+        "bias": rng.normal(size=(5,)) * 1e-4,
+        "cube": rng.normal(size=(2, 3, 4)),
+        "row": rng.normal(size=(1, 7)) * 0.3,
+    }
+
+
+def scaled_grads(params: dict, steps: int, seed: int = 1) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    scales = {"kernel": 1.0, "big": 1e-3, "bias": 50.0, "cube": 0.1, "row": 1.0}
+    return [
+        {k: rng.normal(size=p.shape) * scales[k] * (1 + t) for k, p in params.items()}
+        for t in range(steps)
+    ]
+
+
+def hf_adafactor_reference(params, grads, lrs, weight_decay=0.0):
+    """transformers.optimization.Adafactor.step (scale_parameter=False, relative_step=False,
+    beta1=None, eps=(1e-30, 1e-3), clip_threshold=1.0, decay_rate=-0.8) in float64 NumPy: the
+    parameters after each step."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    state = {k: {} for k in p}
+    out = []
+    for t, (g_step, lr) in enumerate(zip(grads, lrs), start=1):
+        for k, g in g_step.items():
+            g = np.asarray(g, np.float64)
+            beta2t = 1.0 - t**-0.8
+            sq = g**2 + 1e-30
+            s = state[k]
+            if g.ndim >= 2:
+                s["row"] = beta2t * s.get("row", 0.0) + (1 - beta2t) * sq.mean(-1)
+                s["col"] = beta2t * s.get("col", 0.0) + (1 - beta2t) * sq.mean(-2)
+                r = 1 / np.sqrt(s["row"] / s["row"].mean(-1, keepdims=True))
+                u = r[..., None] / np.sqrt(s["col"])[..., None, :] * g
+            else:
+                s["v"] = beta2t * s.get("v", 0.0) + (1 - beta2t) * sq
+                u = g / np.sqrt(s["v"])
+            u = u / max(np.sqrt(np.mean(u**2)) / 1.0, 1.0) * lr
+            p[k] = p[k] - weight_decay * lr * p[k] - u
+        out.append({k: v.copy() for k, v in p.items()})
+    return out
+
+
+def run_steps(tx, params, grads):
+    params = {k: jnp.asarray(v, jnp.float32) for k, v in params.items()}
+    state = tx.init(params)
+    out = []
+    for g in grads:
+        updates, state = tx.update(
+            {k: jnp.asarray(v, jnp.float32) for k, v in g.items()}, state, params
+        )
+        params = optax.apply_updates(params, updates)
+        out.append({k: np.asarray(v) for k, v in params.items()})
+    return out
+
+
+def test_adafactor_hf_matches_the_transcribed_hf_steps():
+    params, steps = scaled_params(), 5
+    grads = scaled_grads(params, steps)
+    sched = optim.schedule(peak=0.01, kind="cosine", warmup_steps=2, total_steps=6)
+    tx, _ = _make("adafactor_hf", lr=sched, weight_decay=0.01)
+    got = run_steps(tx, params, grads)
+    want = hf_adafactor_reference(params, grads, [float(sched(t)) for t in range(steps)], 0.01)
+    for step, (g, w) in enumerate(zip(got, want)):
+        for k in params:
+            np.testing.assert_allclose(g[k], w[k], rtol=2e-5, atol=1e-9, err_msg=f"{k} @ {step}")
+
+
+def test_adafactor_hf_equals_transformers_adafactor_in_torch():
+    torch = pytest.importorskip("torch")
+    hf_opt = pytest.importorskip("transformers.optimization")
+    params, steps = scaled_params(), 6
+    grads = scaled_grads(params, steps)
+    tensors = {
+        k: torch.nn.Parameter(torch.tensor(v, dtype=torch.float32)) for k, v in params.items()
+    }
+    ref = hf_opt.Adafactor(
+        list(tensors.values()),
+        scale_parameter=False,
+        relative_step=False,
+        warmup_init=False,
+        lr=1e-2,
+    )
+    # The authors' schedule shape (matcha_finetuning_ChartFC.py line 118), shortened.
+    lr_sched = hf_opt.get_cosine_schedule_with_warmup(ref, num_warmup_steps=2, num_training_steps=6)
+    sched = optim.schedule(peak=1e-2, kind="cosine", warmup_steps=2, total_steps=6)
+    got = run_steps(_make("adafactor_hf", lr=sched)[0], params, grads)
+    for step, g in enumerate(grads):
+        for k, t in tensors.items():
+            t.grad = torch.tensor(g[k], dtype=torch.float32)
+        ref.step()
+        lr_sched.step()
+        for k, t in tensors.items():
+            np.testing.assert_allclose(
+                got[step][k], t.detach().numpy(), rtol=1e-5, atol=1e-8, err_msg=f"{k} @ {step}"
+            )
+
+
+def first_update(tx, params, grads) -> dict:
+    params = {k: jnp.asarray(v, jnp.float32) for k, v in params.items()}
+    grads = {k: jnp.asarray(v, jnp.float32) for k, v in grads.items()}
+    updates, _ = tx.update(grads, tx.init(params), params)
+    return {k: np.asarray(v, np.float64) for k, v in updates.items()}
+
+
+def test_adafactor_hf_steps_by_the_rate_where_t5x_steps_by_the_weights_rms():
+    params = scaled_params()
+    (grads,) = scaled_grads(params, 1)
+    hf = first_update(_make("adafactor_hf", lr=1e-5)[0], params, grads)
+    t5x = first_update(_make("adafactor", lr=1e-5)[0], params, grads)
+    for k, p in params.items():
+        hf_step = np.sqrt(np.mean(hf[k] ** 2))
+        t5x_step = np.sqrt(np.mean(t5x[k] ** 2))
+        assert hf_step == pytest.approx(1e-5, rel=0.05), k  # an update RMS of 1 times lr
+        rms = max(np.sqrt(np.mean(p**2)), 1e-3)
+        assert t5x_step == pytest.approx(1e-5 * rms, rel=0.05), k
+
+
+def test_adafactor_hf_state_is_factored_over_the_last_two_dimensions():
+    params = {k: jnp.asarray(v, jnp.float32) for k, v in scaled_params().items()}
+    state = optim.hf_adafactor(1e-3).init(params)
+    assert state.exp_avg_sq_row["cube"].shape == (2, 3)
+    assert state.exp_avg_sq_col["cube"].shape == (2, 4)
+    assert state.exp_avg_sq_row["row"].shape == (1,)  # small 2-D leaves are factored too
+    assert state.exp_avg_sq["bias"].shape == (5,)

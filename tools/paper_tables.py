@@ -20,6 +20,16 @@ metrics.json of that split), "unavailable" (the metric could not be computed: it
 in the JSON) or "missing". The markdown goes to --out, the same content as JSON to --json
 (default: --out with .json). Runs of recipes that are no paper row (our own CHART-Info models,
 MatCha on Chart-to-Text, ...) are listed at the end with their metrics.
+
+A compared cell gives n (the examples scored) and the 95 % interval: the metrics.json's own
+`<metric>_ci95_low/_high`, else, for an accuracy, the Wilson interval of its n; a metric with
+neither says so. Its status is "ok" only when the run is comparable with the row: "not
+comparable" when the run's config.gin binds its model size, steps, batch or data splits other
+than the recipe does (chartjax.recipe.differences; the reasons are listed), "different test set"
+when a ChartCheck test_two score was made on the 2024 re-annotation rather than the paper's
+test set 2 (its metrics.json's `provenance.libraries.chartcheck_test_two`); neither shows a
+difference to the paper's number. Each recipe's declared substitutions (`recipe.substitutions`)
+are printed under its row.
 """
 
 from __future__ import annotations
@@ -31,7 +41,11 @@ import os
 import re
 import sys
 
+from chartjax import recipe as recipe_lib
+from chartjax.metrics.classification import wilson_interval
 from chartjax.recipe import recipe_name
+from chartjax.tasks.chartcheck_test_sets import PAPER as PAPER_TEST_TWO
+from chartjax.tasks.chartcheck_test_sets import TEST_TWO_KEY, is_papers
 
 NUMBERS_FILE = "paper_numbers.json"
 STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -50,9 +64,23 @@ def load_numbers(path: str | None = None) -> dict:
     return json.loads(text)
 
 
+def gin_dir() -> str:
+    return str(importlib.resources.files("chartjax.gin_configs"))
+
+
 def known_recipes() -> set[str]:
     tasks = importlib.resources.files("chartjax.gin_configs").joinpath("tasks")
     return {p.name[: -len(".gin")] for p in tasks.iterdir() if p.name.endswith(".gin")}
+
+
+def recipe_bindings(recipe: str) -> dict:
+    """The recipe's bindings with its includes (chartjax.recipe.bindings)."""
+    return recipe_lib.bindings(os.path.join(gin_dir(), "tasks", f"{recipe}.gin"), gin_dir())
+
+
+def substitutions_of(recipe: str) -> list[str]:
+    """`recipe.substitutions` as the recipe file binds it (its includes too)."""
+    return list(recipe_bindings(recipe).get(("recipe", "substitutions"), []) or [])
 
 
 def gin_files_of(config_text: str) -> list[str]:
@@ -103,10 +131,13 @@ def _latest_steps(eval_dir: str, selected: bool) -> dict:
                 obj = json.load(f)
             split, step = obj.get("split", split_name), int(obj.get("step", m.group(1)))
             if split not in splits or step > splits[split]["step"]:
+                libraries = (obj.get("provenance") or {}).get("libraries") or {}
                 splits[split] = {
                     "step": step,
                     "metrics": obj.get("metrics", {}),
                     "unavailable": obj.get("unavailable", {}),
+                    "num_examples": obj.get("num_examples"),
+                    "test_set": libraries.get(TEST_TWO_KEY),
                     "path": path,
                     "mtime": os.path.getmtime(path),
                     "selected": selected,
@@ -134,6 +165,7 @@ def find_runs(root: str, recipes: set[str] | None = None) -> list[dict]:
             runs.append(
                 {
                     "dir": os.path.relpath(dirpath, root),
+                    "path": dirpath,
                     "recipe": recipe_of(dirpath, recipes),
                     "splits": splits,
                     "mtime": max((s["mtime"] for s in splits.values()), default=0.0),
@@ -152,7 +184,39 @@ def _decimals(value: float, decimals: int) -> int:
     return max(decimals, len(text.split(".")[1]) if "." in text and "e" not in text else 0)
 
 
-def _cell(column: dict, paper: float | None, run: dict | None, recipe: str | None) -> dict:
+def run_differences(run: dict, recipe: str) -> list[str]:
+    """Why a run is not comparable with its recipe (chartjax.recipe.differences of the run's
+    config.gin and the recipe file); [] when the run has no config.gin to read."""
+    config = os.path.join(run.get("path", ""), "config.gin")
+    if not os.path.isfile(config):
+        return []
+    try:
+        return recipe_lib.differences(recipe_bindings(recipe), recipe_lib.bindings(config))
+    except (OSError, SyntaxError, ValueError) as err:
+        return [f"config.gin unreadable: {err}"]
+
+
+def _n_and_interval(split: dict, name: str) -> tuple[int | None, list[float] | None]:
+    """(n, [low, high] in metrics.json units) of a metric: the examples scored (`num_scored`
+    when verdicts were skipped, else num_examples) and its interval, when there is one."""
+    metrics = split["metrics"]
+    n = metrics.get("num_scored", split.get("num_examples"))
+    n = int(n) if isinstance(n, int | float) else None
+    low, high = metrics.get(f"{name}_ci95_low"), metrics.get(f"{name}_ci95_high")
+    if low is not None and high is not None:
+        return n, [low, high]
+    if name == "accuracy" and n:
+        return n, list(wilson_interval(round(metrics[name] * n), n))
+    return n, None
+
+
+def _cell(
+    column: dict,
+    paper: float | None,
+    run: dict | None,
+    recipe: str | None,
+    differences: list[str] = (),
+) -> dict:
     cell = {"column": column["label"], "metric": column["metric"], "split": column["split"]}
     cell["paper"] = paper
     if recipe is None:
@@ -165,14 +229,27 @@ def _cell(column: dict, paper: float | None, run: dict | None, recipe: str | Non
     name = column["metric"]
     if name in split["metrics"]:
         raw = split["metrics"][name]
-        ours = raw * 100 if column["unit"] == "percent" else raw
+        scale = 100 if column["unit"] == "percent" else 1
+        n, interval = _n_and_interval(split, name)
+        status, reasons = "ok", list(differences)
+        test_set = split.get("test_set")
+        if column["split"] == "test_two" and test_set:
+            cell["test_set"] = test_set
+            if is_papers(test_set) is False:
+                status = "different test set"
+                reasons.insert(0, f"test set: {test_set} (the paper's is {PAPER_TEST_TWO})")
+        if differences:
+            status = "not comparable"
         return {
             **cell,
-            "ours": ours,
+            "ours": raw * scale,
             "ours_raw": raw,
+            "n": n,
+            "ci95": None if interval is None else [x * scale for x in interval],
             "step": split["step"],
             "selected": split.get("selected", False),
-            "status": "ok",
+            "status": status,
+            **({"reasons": reasons} if reasons else {}),
         }
     if name in split["unavailable"]:
         return {
@@ -206,12 +283,14 @@ def build(numbers: dict, runs: list[dict]) -> dict:
                 rows_recipes.add(recipe)
             group = by_recipe.get(recipe, []) if recipe else []
             run = group[0] if group else None
+            differences = run_differences(run, recipe) if run else []
             cells = [
                 _cell(
                     c,
                     values.get((t["paper"], t["table"], r["row"], c["metric"], c["split"])),
                     run,
                     recipe,
+                    differences,
                 )
                 for c in t["columns"]
             ]
@@ -222,6 +301,9 @@ def build(numbers: dict, runs: list[dict]) -> dict:
                     "run": run["dir"] if run else None,
                     "other_runs": [o["dir"] for o in group[1:]],
                     "note": r.get("note"),
+                    "comparable": not differences,
+                    "differences": differences,
+                    "substitutions": substitutions_of(recipe) if recipe else [],
                     "cells": cells,
                 }
             )
@@ -258,13 +340,25 @@ def _fmt(value: float, decimals: int) -> str:
     return f"{value:.{decimals}f}"
 
 
+COMPARED_STATUSES = ("ok", "not comparable", "different test set")
+
+
 def _ours(cell: dict, decimals: int) -> str:
-    if cell["status"] != "ok":
+    if cell["status"] not in COMPARED_STATUSES:
         return cell["status"]
     ours = round(cell["ours"], decimals)
     text = _fmt(ours, decimals)
-    if cell["paper"] is not None:  # the difference of the printed numbers; never "-0.00"
+    if cell["paper"] is not None and cell["status"] == "ok":
+        # the difference of the printed numbers; never "-0.00"
         text += f" ({round(ours - cell['paper'], decimals) + 0.0:+.{decimals}f})"
+    if cell.get("ci95"):
+        low, high = cell["ci95"]
+        text += f" [{_fmt(low, decimals)}, {_fmt(high, decimals)}]"
+    else:
+        text += " [no CI]"
+    text += f" n={cell['n']}" if cell.get("n") is not None else " n=?"
+    if cell["status"] != "ok":
+        text += f" ({cell['status']})"
     return text
 
 
@@ -279,14 +373,29 @@ def _run_cell(row: dict) -> str:
     return text
 
 
+def _under_row(row: dict, width: int) -> list[str]:
+    """Table lines under a compared row: why it is not comparable, what its recipe substitutes."""
+    notes = []
+    reasons = [x for c in row["cells"] for x in c.get("reasons", []) if x.startswith("test set")]
+    for text in [*row["differences"], *dict.fromkeys(reasons)]:
+        notes.append(f"not comparable: {text}" if text in row["differences"] else text)
+    notes += [f"substitution: {s}" for s in row["substitutions"]]
+    return ["| ↳ | " + note.replace("|", "\\|") + " |" + " |" * (width - 2) for note in notes]
+
+
 def to_markdown(result: dict) -> str:
     out = [
         "# The papers' tables, reproduced",
         "",
-        "Each cell: the paper's number, then ours in the paper's units with the difference. "
+        "Each cell: the paper's number, then ours in the paper's units with the difference, "
+        "its 95% interval [low, high] and n, the examples scored. "
+        '"not comparable": the run\'s model size, steps, batch or data splits differ from the '
+        'recipe\'s (listed under the row; no difference is shown); "different test set": a '
+        "ChartCheck test_two score on the 2024 re-annotation, not the paper's test set 2; "
         '"not run": the row\'s recipe has no run here; "no recipe": chartjax cannot run the '
         'row (docs/recipes.md says why); "not evaluated": the run has no metrics of that '
-        'split; "unavailable": the metric could not be computed (reason in the JSON).',
+        'split; "unavailable": the metric could not be computed (reason in the JSON). Under '
+        "each compared row: what its recipe substitutes for the paper's run.",
     ]
     for t in result["tables"]:
         out += ["", f"## {t['paper_title']}, Table {t['table']}: {t['title']}", ""]
@@ -308,6 +417,8 @@ def to_markdown(result: dict) -> str:
                 )
                 line += ["—" if cell["paper"] is None else _fmt(cell["paper"], d), _ours(cell, d)]
             out.append("| " + " | ".join(line) + " |")
+            if r["run"]:
+                out += _under_row(r, len(line))
     out += ["", "## Runs without a paper row", ""]
     if not result["other_runs"]:
         out.append("(none)")

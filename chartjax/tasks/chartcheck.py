@@ -1,7 +1,7 @@
 """ChartCheck (Akhtar et al., arXiv 2311.07453): verify a claim against a real-world chart and
 explain why. One `mode` per kind of row of the paper's Tables 3-4. Prompts and targets are those
 of the authors' code (`mubasharaak/ChartCheck`: `matcha_finetuning_ChartFC.py`,
-`matcha_0_shot_baseline.py`, `classification_explanation_flanT5.py`; corpora.md §1.8).
+`matcha_0_shot_baseline.py`, `classification_explanation_flanT5.py`; docs/corpora.md §1.8).
 
 MatCha (`Features.modality = "image"`; the prompt is rendered as a header above the chart):
   matcha_class  "The chart below has the following caption: {caption}. Given the caption and the
@@ -33,18 +33,27 @@ Flan-T5 (`Features.modality = "text"`; {table} is DePlot's table of the chart, r
                      predictions.jsonl of a classification run, e.g. flan_class) on the splits in
                      `pred_label_splits`; training and validation keep the gold label, as in the
                      authors' script. The paper used DeBERTa's labels: the predictions of
-                     a chartcheck_classifier run (tasks/chartcheck_classifier.py). We write the
-                     predicted label in lower case as in training (the authors' script wrote
-                     "True"/"False" at test time).
+                     a chartcheck_classifier run (tasks/chartcheck_classifier.py). A predicted
+                     label is written "True" / "False", as the authors' script wrote it at test
+                     time (`explanation_generation_flanT5.py` at a904b10, lines 309-326), while
+                     training shows the gold label in lower case (its label_dict_reverse).
   `table_format="official"` gives {table} as the authors did, `str(f.readlines())` of the table
   file (a Python list of lines, e.g. "['TITLE | \\n', ' a | 1']"); "text" gives the table text.
 
 Scoring: accuracy / macro-F1 over TRUE/FALSE with the parser of the row (MatCha: first word
 yes/no; Flan-T5: "true" anywhere, then "false"), `num_unparseable` (scored as wrong unless
-`drop_unparseable`), breakdowns by chart type and reasoning type. Explanation metrics
-(`explanation_*`, chartjax.metrics.chartcheck.explanation_scores): MatCha on the text after
-"Explanation:" against the gold explanation; flan_multi on the whole output against the whole
-target, as the authors' `compute_metrics` did; explanation modes on the output.
+`drop_unparseable`: then left out of both sides, as the Flan-T5 script's `compute_metrics` did,
+and counted in `num_skipped`), breakdowns by chart type and reasoning type. Explanation metrics
+(`explanation_*`, chartjax.metrics.chartcheck.explanation_scores) in the variant
+`explanation_metrics` names (default: "matcha_test" for MatCha modes, "flan_t5_script" for
+Flan-T5): MatCha on the text after "Explanation: " against the gold explanation, as
+`matcha_test.py`; flan_multi on the whole output against the whole target, as the authors'
+`compute_metrics` did; explanation modes on the output.
+
+Test set 2 has two versions (tfds_builders/chartcheck/test_sets.py): the build records which one
+it holds, and every metrics.json of test_two carries it in `provenance.libraries`
+("chartcheck_test_two": "paper_2023 ..." or "reannotated_2024 ...";
+chartjax/tasks/chartcheck_test_sets.py).
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ from chartjax.metrics import prediction_files
 from chartjax.metrics.prediction_files import TEXT, TEXT_LIST, check_fields, field_of
 from chartjax.metrics.scores import Scores
 from chartjax.tasks import seq2seq
+from chartjax.tasks.chartcheck_test_sets import test_set_provenance
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
 MODES = (
@@ -72,7 +82,7 @@ MODES = (
     "flan_explain_gold",
     "flan_explain_pred",
 )
-# The builder's example ids start with the CSV stem (DESIGN.md §8).
+# The builder's example ids start with the CSV stem (docs/design.md §8).
 SPLIT_OF_STEM = {"train": "train", "val": "validation", "test": "test_one", "test_two": "test_two"}
 FIELD_KEYS = ("id", "caption", "claim", "label", "explanation", "chart_type", "reasoning_types")
 SUPPORTS = 1  # ClassLabel index of "supports" in the builder (refutes = 0)
@@ -131,6 +141,10 @@ OFFICIAL_FEW_SHOT = [
 ]
 
 
+# The label word a predicted label is shown with (the authors' test-time pred_label).
+PRED_LABEL_WORDS = {"true": "True", "false": "False"}
+
+
 def id_hash(example_id: str) -> int:
     return int(hashlib.sha256(example_id.encode("utf-8")).hexdigest(), 16)
 
@@ -165,7 +179,8 @@ def format_table(prediction: str, table_format: str) -> str:
 
 def predicted_label(row: dict) -> str:
     """ "true"/"false" from a classification run's row: its parsed `label` if it has one, else
-    the authors' rule for reading predicted labels ("false" in the text -> false, else true)."""
+    the authors' rule for reading predicted labels ("false" in the text -> false, else true;
+    explanation_generation_flanT5.py at a904b10, lines 309-312)."""
     label = row.get("label")
     if label in cc_metrics.LABELS:
         return label.lower()
@@ -173,9 +188,10 @@ def predicted_label(row: dict) -> str:
 
 
 def explanation_text(mode: str, text: str) -> str:
+    """The explanation scored for an output: MatCha's text after "Explanation: " (pieces after
+    a repeated one joined by a space, none: ""), as matcha_test.py line 153 cut it."""
     if mode.startswith("matcha"):
-        _, sep, rest = text.partition("Explanation:")
-        return rest.strip() if sep else ""
+        return " ".join(text.split("Explanation: ")[1:])
     return text
 
 
@@ -244,7 +260,8 @@ def make_expand(
                 prompt = f"{few_shot} {prompt}"
             target = f"{true_false}." if mode == "flan_class" else f"{true_false}. {expl}"
         else:
-            shown = (label_for(eid) if label_for else None) or true_false
+            predicted = label_for(eid) if label_for else None
+            shown = PRED_LABEL_WORDS[predicted] if predicted else true_false
             meta["input_label"] = shown
             prompt = FLAN_EXPLAIN.format(claim=claim, label=shown, caption=caption, table=table)
             target = expl
@@ -253,15 +270,31 @@ def make_expand(
     return expand
 
 
+def default_explanation_metrics(mode: str) -> str:
+    """The authors' scoring script of a mode: matcha_test.py for MatCha, else the Flan-T5's."""
+    return "matcha_test" if mode.startswith("matcha") else "flan_t5_script"
+
+
 def make_score_fn(
-    mode: str, *, drop_unparseable: bool = False, bertscore_model=None, bleurt_checkpoint=None
+    mode: str,
+    *,
+    drop_unparseable: bool = False,
+    explanation_metrics: str | None = None,
+    bertscore_model=None,
+    bleurt_checkpoint=None,
+    provenance=None,
 ):
+    """score_fn(texts, records, split) -> (Scores, extra rows); `provenance(split)` adds to the
+    scores' libraries (the test set a split holds)."""
     classify = not mode.startswith("flan_explain")
     explain = mode not in ("matcha_class", "flan_class")
     parser = "matcha" if mode.startswith("matcha") else "flan_t5"
+    variant = explanation_metrics or default_explanation_metrics(mode)
 
     def score_fn(texts, records, split):
         out = Scores()
+        if provenance is not None:
+            out.libraries.update(provenance(split))
         extra = [{"gold_label": r["meta"]["label"]} for r in records]
         if classify:
             out.update(
@@ -285,6 +318,7 @@ def make_score_fn(
                 cc_metrics.explanation_scores(
                     [explanation_text(mode, t) for t in texts],
                     refs,
+                    variant=variant,
                     bertscore_model=bertscore_model,
                     bleurt_checkpoint=bleurt_checkpoint,
                 )
@@ -325,6 +359,7 @@ def make_task(
     label_predictions: str | None = None,
     pred_label_splits: tuple[str, ...] = ("test_one", "test_two"),
     drop_unparseable: bool = False,
+    explanation_metrics: str | None = None,
     bertscore_model: str | None = None,
     bleurt_checkpoint: str | None = None,
     shuffle_buffer: int = 10_000,
@@ -333,6 +368,12 @@ def make_task(
     decoding=None,
 ) -> Task:
     """The ChartCheck task in `mode` (see the module docstring).
+
+    `drop_unparseable`: verdicts with neither label word are left out of both sides (counted in
+    `num_skipped`), as the Flan-T5 script's compute_metrics did; else they count as wrong.
+    `explanation_metrics`: a variant of chartjax.metrics.chartcheck.EXPLANATION_VARIANTS (None:
+    the mode's authors' script); `bertscore_model` / `bleurt_checkpoint`: local copies of its
+    models (else those metrics are `unavailable`).
 
     `check_files`: before anything runs, `tables_file` must hold every id of the eval splits (and
     of the training split when `prompt_setting` is "finetune"; zero-/few-shot prompts are for
@@ -408,11 +449,25 @@ def make_task(
         table_for=table_for,
         label_for=label_for,
     )
+    if (
+        explanation_metrics is not None
+        and explanation_metrics not in cc_metrics.EXPLANATION_VARIANTS
+    ):
+        raise ValueError(
+            f"chartcheck_task: explanation_metrics {explanation_metrics!r} is not one of "
+            f"{sorted(cc_metrics.EXPLANATION_VARIANTS)}"
+        )
+
+    def provenance(split):
+        return test_set_provenance(source.builder_dir, split)
+
     score_fn = make_score_fn(
         mode,
         drop_unparseable=drop_unparseable,
+        explanation_metrics=explanation_metrics,
         bertscore_model=bertscore_model,
         bleurt_checkpoint=bleurt_checkpoint,
+        provenance=provenance,
     )
     logging.info("chartcheck: mode %s, train %s, eval %s", mode, train_split, eval_splits)
     return seq2seq.make_task(
@@ -545,14 +600,18 @@ def _score_files(inputs: ScoreInputs) -> Scores:
         scores.metrics["num_unparseable"] -= sum(i in inputs.missing for i in ids)
     gold = field_of(rows, "explanation")
     if gold is not None:
+        compat = inputs.options.get("compat") or "spec"
+        # matcha_test.py scored the text after "Explanation: " of MatCha's outputs.
+        mode = "matcha_multi" if compat == "matcha_test" else "flan_multi"
         expl = [
-            "" if i in inputs.missing else preds[i].get("explanation", o)
+            "" if i in inputs.missing else preds[i].get("explanation", explanation_text(mode, o))
             for i, o in zip(ids, outputs)
         ]
         scores.update(
             cc_metrics.explanation_scores(
                 expl,
                 gold,
+                variant="flan_t5_script" if compat == "spec" else compat,
                 bertscore_model=inputs.options.get("bertscore_model"),
                 bleurt_checkpoint=inputs.options.get("bleurt_checkpoint"),
             )
@@ -572,6 +631,12 @@ def _reference_row(ex: dict, split: str) -> dict:
     }
 
 
+# --compat: the explanation metrics' variant ("spec" = the Flan-T5 script's).
 SCORER = FileScorer(
-    "chartcheck", "jsonl", _score_files, _reference_row, check_prediction=text_prediction
+    "chartcheck",
+    "jsonl",
+    _score_files,
+    _reference_row,
+    compat=("spec", *cc_metrics.EXPLANATION_VARIANTS),
+    check_prediction=text_prediction,
 )

@@ -7,9 +7,12 @@ Inputs are those of the authors' scripts (`mubasharaak/ChartCheck`):
            max_length=1024)`, the table being `str(f.readlines())` of DePlot's table file
            (chartcheck `table_format="official"`, e.g. "['TITLE | \\n', ' a | 1']"), cut
            longest-first. `with_caption=True` gives `table + ". " + caption` as the second text:
-           the paper says the caption is part of the input, and the script does so from
-           2023-06-06 (f3c9343) to its last version (ebcb007, 3 epochs); its 15-epoch version of
-           2023-05-10 (4ad4d52) feeds the claim and the table only. Default: without.
+           the paper says the caption is part of the input, and every version of the script
+           that reads the official splits does so (f3c9343, 2023-06-06, line 63, to its last,
+           ebcb007; 3 epochs); its versions of 2023-05-10/11 (4ad4d52: 15 epochs; de6707f: 3)
+           feed the claim and the table only and train on a random split of another file. The
+           function's default is without (TAPAS has no second text); the DePlot-DeBERTa recipe
+           binds True.
   tapas    `table_based_classification_tapas.py`: `TapasTokenizer(table=DataFrame, queries=
            [claim], padding="max_length", truncation=True)` (rows dropped to fit the tokenizer's
            512 tokens); the DataFrame is DePlot's table file read as they read it (title line
@@ -73,7 +76,9 @@ def make_expand(family: str, *, table_for, table_format: str, with_caption: bool
     return expand
 
 
-def make_evaluate(label_ids):
+def make_evaluate(label_ids, provenance=None):
+    """evaluate(predictions, host, split); `provenance(split)` adds to the scores' libraries
+    (the test set a split holds: chartcheck.test_set_provenance)."""
     names = {int(i): lab for lab, i in label_ids.items()}
 
     def evaluate(predictions, host, split) -> Evaluation:
@@ -87,6 +92,8 @@ def make_evaluate(label_ids):
             chart_types=[m["chart_type"] for m in metas],
             reasoning_types=[m["reasoning_types"] for m in metas],
         )
+        if provenance is not None:
+            scores.libraries.update(provenance(split))
         rows = []
         for i, p, m, lg, prompt in zip(host["id"], pred, metas, logits, host["prompt"]):
             rows.append(
@@ -166,7 +173,9 @@ def make_task(
         features=lambda keep_host: text_classification.features_fn(features, keep_host),
         loss=text_classification.loss,
         predict=text_classification.predict,
-        evaluate=make_evaluate(label_ids),
+        evaluate=make_evaluate(
+            label_ids, lambda split: chartcheck.test_set_provenance(source.builder_dir, split)
+        ),
         model_inputs=text_classification.MODEL_INPUTS,
         eval_splits=tuple(eval_splits),
     )

@@ -137,8 +137,10 @@ def test_flan_prompts_and_targets():
         table_for=lambda e: table,
         label_for=lambda eid: "true" if eid.startswith("test") else None,
     )
+    # A predicted label reads "True"/"False", as the authors wrote it at test time; training
+    # shows the gold label in lower case.
     assert _one(pred, label=0)["prompt"].startswith(
-        "Explain why 'A has the largest share.' is true "
+        "Explain why 'A has the largest share.' is True "
     )
     assert " is false " in _one(pred, id="train:1", label=0)["prompt"]
 
@@ -397,24 +399,38 @@ def _check_metrics(obj, rows, split, mode, step):
     assert obj["num_examples"] == SPLIT_SIZES[split]
     assert len(rows) == SPLIT_SIZES[split] and len({r["id"] for r in rows}) == len(rows)
     m = obj["metrics"]
+    unavailable = set(obj["unavailable"])
     if not mode.startswith("flan_explain"):
-        # Accuracy is what the predictions imply (unparseable = wrong), F1 over both labels.
+        # Accuracy is what the predictions imply: unparseable verdicts are wrong, or left out of
+        # both sides where the recipe drops them (num_skipped) as the Flan-T5 script did.
         right = sum(r["label"] == r["gold_label"] for r in rows)
-        assert m["accuracy"] == pytest.approx(right / len(rows))
-        assert 0 <= m["macro_f1"] <= 1
         assert m["num_unparseable"] == sum(r["label"] is None for r in rows)
-        assert {"chart_type", "reasoning_type", "confusion"} <= set(obj["breakdowns"])
+        assert m["num_scored"] == len(rows) - m["num_skipped"]
+        assert m["num_skipped"] in (0, m["num_unparseable"])
+        if m["num_scored"]:
+            assert m["accuracy"] == pytest.approx(right / m["num_scored"])
+            assert 0 <= m["macro_f1_ci95_low"] <= m["macro_f1"] <= m["macro_f1_ci95_high"] <= 1
+            assert {"chart_type", "reasoning_type", "confusion"} <= set(obj["breakdowns"])
+        else:  # every verdict dropped: nothing to score
+            assert {"accuracy", "macro_f1"} <= unavailable
+        unavailable -= {"accuracy", "macro_f1"}
+    if split == "test_two":  # which test set 2 the build holds (the dummy's: the re-annotation)
+        assert obj["provenance"]["libraries"]["chartcheck_test_two"].startswith(
+            "reannotated_2024 (test_two.csv: 3 claims"
+        )
     if mode not in CLASSIFY_ONLY:
         for name in ("bleu", "rouge_l", "meteor"):
             assert 0 <= m[f"explanation_{name}"] <= 1
-        assert set(obj["unavailable"]) == {
+        assert unavailable == {
             "explanation_bertscore_precision",
             "explanation_bertscore_recall",
             "explanation_bertscore_f1",
             "explanation_bleurt",
         }
+        variant = "matcha_test" if mode.startswith("matcha") else "flan_t5_script"
+        assert obj["provenance"]["libraries"]["chartcheck_explanations"].startswith(variant)
     else:
-        assert not obj["unavailable"] and "explanation_bleu" not in m
+        assert not unavailable and "explanation_bleu" not in m
 
 
 def _check_split(workdir, split, step, mode):
@@ -467,6 +483,7 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
         metrics=metrics,
         breakdowns=breakdowns,
         unavailable=scores.unavailable,
+        provenance={"libraries": scores.libraries},
     )
     _check_metrics(obj, rows, "test_one", mode, 0)
     assert all(r["prediction"] == r["target"] for r in rows)
@@ -513,7 +530,8 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, files, init_c
     if mode == "flan_explain_pred":  # test_one claims were explained with the predicted label
         labels = {r["id"]: r["prediction"] for r in prediction_files.read_jsonl(files["labels"])}
         for r in rows:
-            assert f" is {labels[r['id']].rstrip('.')} given this caption" in r["input"]
+            shown = labels[r["id"]].rstrip(".").capitalize()  # "True"/"False" (the authors')
+            assert f" is {shown} given this caption" in r["input"]
 
 
 @pytest.mark.parametrize(
@@ -531,3 +549,76 @@ def test_missing_id_is_named(recipe, which, tmp_path, vocab_file, data_dir, file
     missing = all_ids["test_one"][1]
     with pytest.raises(KeyError, match=f"{which}.*_missing.jsonl has no row for id '{missing}'"):
         _run(recipe, tmp_path, bindings, False)
+
+
+# ----------------------------------------------------------------------- DePlot's tables -----
+TABLE_RECIPES = sorted(
+    r for r in os.listdir(RECIPE_DIR) if "TABLES = %gin.REQUIRED" in recipe_text(r[:-4])
+)
+
+
+def tables_command(recipe: str) -> list[str]:
+    """The chartjax-infer command a recipe's header prescribes for TABLES, as argv."""
+    import shlex
+
+    lines = recipe_text(recipe).splitlines()
+    start = next(
+        i for i, ln in enumerate(lines) if ln.startswith("#   chartjax-infer --task deplot")
+    )
+    text = ""
+    for ln in lines[start:]:
+        text += ln.lstrip("#").strip() + " "
+        if not ln.rstrip().endswith("\\"):
+            break
+    # Placeholders: <split> the split, any other <...> a word of its own.
+    text = re.sub(r"<split>", "test_one", text.replace("\\ ", " "))
+    argv = shlex.split(re.sub(r"<[^>]*>", "placeholder", text))
+    assert argv[0] == "chartjax-infer"
+    return argv[1:]
+
+
+@pytest.mark.parametrize("recipe", [r[:-4] for r in TABLE_RECIPES if r.startswith("chartcheck")])
+def test_the_tables_command_renders_no_header_prompt(recipe, data_dir, tmp_path):
+    """table_generation_deplot.py (a057637 line 39) set is_vqa = False: DePlot saw the chart
+    alone. The command the recipe prescribes must do the same."""
+    import numpy as np
+
+    from chartjax import infer_inputs
+    from chartjax.tasks import catalog, seq2seq
+    from chartjax.tools import infer as infer_cli
+
+    args = infer_cli.parse_args([*tables_command(recipe), "--data_dir", data_dir])
+    assert (args.task, args.max_decode_len, args.tfds) == ("deplot", 512, "chartcheck:test_one")
+    examples = infer_inputs.open_inputs(args, catalog.inference("deplot"), catalog.templates())
+    assert len(examples) == SPLIT_SIZES["test_one"]
+    assert {ex.prompt for ex in examples} == {""}
+    image = np.zeros((4, 6, 3), np.uint8)
+    np.testing.assert_array_equal(
+        seq2seq.image_with_header(image, examples[0].prompt, seq2seq.Features(vocab_file="x")),
+        image,
+    )
+    # Without --header the task's own prompt would be rendered above the chart.
+    default = infer_cli.parse_args(["--task", "deplot", "--checkpoint", "x", "--out", "o",
+                                    "--tfds", "chartcheck:test_one", "--data_dir", data_dir])  # fmt: skip
+    prompted = infer_inputs.open_inputs(default, catalog.inference("deplot"), catalog.templates())
+    assert prompted[0].prompt.startswith("Generate underlying data table")
+
+
+def test_test_two_scores_name_the_test_set_the_build_holds(tmp_path, data_dir):
+    import tensorflow_datasets as tfds
+
+    from chartjax.data import sources
+    from chartjax.tasks import chartcheck_test_sets as ts
+    from tfds_builders.chartcheck.chartcheck import Builder
+
+    release = sources.tfds_builder_dir("chartcheck", data_dir)
+    assert ts.test_set_provenance(release, "test_one") == {}
+    assert ts.test_set_provenance(release, "test_two[:2]")[ts.TEST_TWO_KEY].startswith(
+        "reannotated_2024 (test_two.csv: 3 claims, 2 supports / 1 refutes; by layout)"
+    )
+    paper = Builder(data_dir=str(tmp_path))
+    manual = os.path.join(ROOT, "tfds_builders", "chartcheck", "dummy_data", "paper_era")
+    paper.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual))
+    found = ts.test_set_provenance(str(paper.data_path), "validation+test_two")
+    assert found[ts.TEST_TWO_KEY].startswith("paper_2023 (claim_explanation_verification_pre")
+    assert ts.test_set_provenance(str(tmp_path), "test_two")[ts.TEST_TWO_KEY].startswith("unknown")

@@ -15,12 +15,13 @@ ROOT = Path(__file__).resolve().parents[2]
 NUMBERS = paper_tables.load_numbers()
 
 
-def _run(root: Path, name: str, gin_files, splits: dict) -> None:
+def _run(root: Path, name: str, gin_files, splits: dict, config: str = "", libraries=None) -> None:
     """A workdir as chartjax-train/-eval leave it: config.gin naming the gin files (the
-    `recipe.gin_files` binding parse_gin adds) and eval/<split>/step_<N>/metrics.json."""
+    `recipe.gin_files` binding parse_gin adds, and `config`) and
+    eval/<split>/step_<N>/metrics.json (5 examples)."""
     workdir = root / name
     workdir.mkdir(parents=True)
-    text = "train.num_train_steps = 10\n"
+    text = "evaluate.eval_batch_size = 8\n" + config
     if gin_files is not None:  # as gin.config_str() writes it (tests/test_recipe.py)
         text = f"# Parameters for recipe:\nrecipe.gin_files = {list(gin_files)!r}\n" + text
     (workdir / "config.gin").write_text(text)
@@ -29,7 +30,7 @@ def _run(root: Path, name: str, gin_files, splits: dict) -> None:
         out.mkdir(parents=True)
         obj = report.build_metrics(
             task="t", split=split, step=step, num_examples=5, metrics=metrics,
-            unavailable=unavailable,
+            unavailable=unavailable, provenance={"libraries": dict(libraries or {})},
         )  # fmt: skip
         report.write_metrics(out / "metrics.json", obj)
 
@@ -76,9 +77,17 @@ def test_tables_from_a_fake_runs_folder(runs, tmp_path):
     val, test = rn["cells"]
     assert (val["paper"], val["ours"], val["step"], val["status"]) == (72.54, 72.54, 200, "ok")
     assert (test["paper"], test["ours"], test["ours_raw"]) == (72.40, 71.0, 0.71)
+    # An accuracy without an interval gets the Wilson interval of its correct / n (4 / 5 here).
+    assert (val["n"], test["n"]) == (5, 5)
+    assert val["ci95"] == pytest.approx([37.55, 96.38], abs=0.01)
     assert (
-        "| RN | `figureqa_rn` | `rn` @ 200 | 72.54 | 72.54 (+0.00) | 72.40 | 71.00 (-1.40) |"
-        in text
+        "| RN | `figureqa_rn` | `rn` @ 200 | 72.54 | 72.54 (+0.00) [37.55, 96.38] n=5 | 72.40 | "
+        "71.00 (-1.40) ["
+    ) in text
+    assert rn["comparable"] and rn["differences"] == []
+    # What the recipe substitutes is printed under the row it compares.
+    assert rn["substitutions"] and all(
+        f"| ↳ | substitution: {x} |" in text.replace("\\|", "|") for x in rn["substitutions"]
     )
 
     zero = _row(result, ("chartcheck", "3"), "MatCha-chartqa-zero")
@@ -89,7 +98,8 @@ def test_tables_from_a_fake_runs_folder(runs, tmp_path):
     assert zero["cells"][3]["reason"] == "one class only"
     assert (
         "| MatCha-chartqa-zero | `chartcheck_matcha_chartqa_zero` | `cc/zero` @ 0 | 29.1 | "
-        "30.1 (+1.0) | 46.4 | 45.0 (-1.4) | 29.3 | 29.5 (+0.2) | 48.3 | unavailable |"
+        "30.1 (+1.0) [11.8, 76.9] n=5 | 46.4 | 45.0 (-1.4) [no CI] n=5 | 29.3 | 29.5 (+0.2) "
+        "[3.6, 62.4] n=5 | 48.3 | unavailable |"
     ) in text
 
     # A row whose recipe has no run, and a row chartjax cannot run.
@@ -200,3 +210,62 @@ def test_docs_rows_agree_with_the_numbers_file():
             assert recipe == (f"`{named}`" if named else "—"), row
             checked += 1
     assert checked >= 40
+
+
+def _matcha_class_row(root: Path, **kw) -> tuple[dict, str]:
+    _run(
+        root,
+        "cc/class",
+        ["tasks/chartcheck_matcha_finetune_class.gin"],
+        {
+            ("test_one", 4): ({"accuracy": 0.0, "macro_f1": 0.0}, {}),
+            ("test_two", 4): ({"accuracy": 0.6, "macro_f1": 0.55}, {}),
+        },
+        **kw,
+    )
+    result = paper_tables.build(NUMBERS, paper_tables.find_runs(str(root)))
+    return _row(result, ("chartcheck", "3"), "MatCha-finetune-class"), paper_tables.to_markdown(
+        result
+    )
+
+
+def test_a_tiny_short_run_is_not_comparable(tmp_path):
+    """A 4-step tiny-model run on dummy data (issue 30, item 9) is no reproduction of the row."""
+    tiny = (
+        "train.num_train_steps = 4\ntrain.global_batch_size = 8\n"
+        "Pix2StructConfig.emb_dim = 32\nPix2StructConfig.num_encoder_layers = 1\n"
+        "chartcheck_task.eval_splits = ('validation[:1]', 'test_one', 'test_two')\n"
+    )
+    row, text = _matcha_class_row(tmp_path / "runs", config=tiny)
+    assert not row["comparable"]
+    assert row["differences"] == [
+        "model size: Pix2StructConfig.emb_dim = 32 (recipe: 768)",
+        "model size: Pix2StructConfig.num_encoder_layers = 1 (recipe: 12)",
+        "data split: chartcheck_task.eval_splits = ('validation[:1]', 'test_one', 'test_two') "
+        "(recipe: '(default)')",
+        "batch: train.global_batch_size = 8 (recipe: 4)",
+        "steps: train.num_train_steps = 4 (recipe: 15000)",
+    ]
+    assert {c["status"] for c in row["cells"]} == {"not comparable"}
+    # The cell shows ours with its interval and n, and no difference to the paper's 64.0.
+    assert "| 64.0 | 0.0 [0.0, 43.4] n=5 (not comparable) |" in text
+    assert "(-64.0)" not in text
+    assert "| ↳ | not comparable: steps: train.num_train_steps = 4 (recipe: 15000) |" in text
+
+
+def test_test_two_on_the_reannotation_is_a_different_test_set(tmp_path):
+    reannotated = {"chartcheck_test_two": "reannotated_2024 (test_two.csv: 981 claims, 497 / 484)"}
+    row, text = _matcha_class_row(tmp_path / "a", libraries=reannotated)
+    assert row["comparable"]
+    assert [c["status"] for c in row["cells"]] == [
+        "ok",
+        "ok",
+        "different test set",
+        "different test set",
+    ]
+    assert row["cells"][2]["reasons"][0].startswith("test set: reannotated_2024")
+    assert "| 61.6 | 60.0 [23.1, 88.2] n=5 (different test set) |" in text
+    paper = {"chartcheck_test_two": "paper_2023 (claim_..._V2.json: 981 claims, 503 / 478)"}
+    row, _ = _matcha_class_row(tmp_path / "b", libraries=paper)
+    assert [c["status"] for c in row["cells"]] == ["ok"] * 4
+    assert row["cells"][2]["test_set"].startswith("paper_2023")

@@ -41,6 +41,6 @@ def test_the_selected_parameters_fill_the_paper_row(tmp_path):
     val, test = rn["cells"]
     assert (val["ours"], val["step"], val["selected"]) == (72.54, 640, True)
     assert (test["ours"], test["step"], test["selected"]) == (59.0, 900, False)
-    assert "| RN | `figureqa_rn` | `rn` @ 640 (selected), 900 | 72.54 | 72.54 (+0.00) |" in (
+    assert "| RN | `figureqa_rn` | `rn` @ 640 (selected), 900 | 72.54 | 72.54 (+0.00) [" in (
         md.read_text()
     )

@@ -1,11 +1,11 @@
 """Optional ChartCheck inputs: chart-type metadata and reasoning-type annotations.
 
-Chart types come from `data/dataset/<type>.json` of the dataset repository (corpora.md §1.6):
+Chart types come from `data/dataset/<type>.json` of the dataset repository (docs/corpora.md §1.6):
 a list holding one list of `{"file_name", "type", ...}`, `file_name` percent-encoded once.
 Reasoning types come from the code repository's
 `data/annotation_reasoning_types/claim_explanation_test_{one,two}_ID_reasoning.json`
-(corpora.md §1.7), records like the validation JSON plus `"reasoning_types": [...]`. Their exact
-keys are [unverified]: records are joined to claims by (image basename, claim text).
+(docs/corpora.md §1.7), records like the validation JSON plus `"reasoning_types": [...]`. Their
+exact keys are [unverified]: records are joined to claims by (image basename, claim text).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class ChartTypes:
         for name in image_name_candidates(chart_img):
             types = self._types.get(name)
             if types:
-                # A few names sit under two types (corpora.md §1.6): the type is then unknown.
+                # A few names sit under two types (docs/corpora.md §1.6): the type is then unknown.
                 return next(iter(types)) if len(types) == 1 else UNKNOWN
         return UNKNOWN
 

@@ -1,10 +1,14 @@
 """ChartCheck as TFDS: one example per chart with its claims, read from the official CSV release.
 
 `manual_dir` holds `train.csv`, `val.csv`, `test.csv`, `test_two.csv` and a flat `images/`
-folder (DESIGN.md §8; formats and quirks: corpora.md §1). A split without its CSV is read from the
-JSON variant (`train.json`, `validation.json`, `test.json`, `test_two.json`) when that is present.
-Optional inputs: chart-type metadata (`<type>.json`, else chart type `unknown`) and reasoning-type
-annotations (else `[]`); see annotations.py.
+folder (docs/design.md §8; formats and quirks: docs/corpora.md §1). A split without its CSV is read
+from the JSON variant (`train.json`, `validation.json`, `test.json`, `test_two.json`) when that is
+present. test_two is read from the paper-era file instead when that is there under its own name
+(`claim_explanation_verification_pre_tasksets_test_two_V2.json` or `.csv`, ChartCheck 276f08e);
+which test set 2 the build holds, the paper's or the 2024 re-annotation, is recorded in its
+`metadata.json` under "test_two" (test_sets.py). Optional inputs: chart-type metadata
+(`<type>.json`, else chart type `unknown`) and reasoning-type annotations (else `[]`); see
+annotations.py.
 
 A record is one chart: its image once, and its claims as a sequence (claims share charts: 6.2
 claims per chart overall; the 1.0.0 build stored the image with every claim). Claim id:
@@ -26,7 +30,7 @@ from tfds_builders.common import input_fingerprint, record_format
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png
 
-from . import records
+from . import records, test_sets
 from .annotations import ChartTypes, ReasoningTypes
 
 # split -> (CSV stem, JSON stem). The CSV stem is the example-id prefix for both variants.
@@ -62,12 +66,16 @@ class Builder(
 ):
     """ChartCheck from the official CSV (or JSON) release and the downloaded images."""
 
-    VERSION = tfds.core.Version("2.0.0")
+    VERSION = tfds.core.Version("2.1.0")
     RELEASE_NOTES = {
         "1.0.0": "Initial release: one example per claim.",
         "2.0.0": (
             "One example per chart: the image once, the claims as a sequence (claim ids, "
             "splits and values unchanged; reasoning types as JSON text); array_record files."
+        ),
+        "2.1.0": (
+            "test_two's version (the paper's or the 2024 re-annotation) in metadata.json; "
+            "the paper-era test_two file is read under its own name."
         ),
     }
     MANUAL_DOWNLOAD_INSTRUCTIONS = """\
@@ -76,7 +84,11 @@ class Builder(
     download every chart_img URL into its images/ subfolder (flat; any of the raw,
     once-unquoted or twice-unquoted basenames). Optionally add the <chart type>.json metadata
     files next to the CSVs, and the reasoning-type annotations
-    (claim_explanation_test_{one,two}_ID_reasoning.json). Pass the folder as --manual_dir.
+    (claim_explanation_test_{one,two}_ID_reasoning.json). For the paper's test set 2, put
+    claim_explanation_verification_pre_tasksets_test_two_V2.json of
+    github.com/mubasharaak/ChartCheck at commit 276f08e there (it is read instead of
+    test_two.csv).
+    Pass the folder as --manual_dir.
     Set CHARTJAX_SKIP_BAD=1 to skip (and count) claims whose image is missing or corrupt.
     """
 
@@ -104,6 +116,7 @@ class Builder(
                 }
             ),
             supervised_keys=None,
+            metadata=tfds.core.MetadataDict(),
             homepage="https://github.com/mubasharaak/ChartCheck",
             citation=_CITATION,
         )
@@ -123,13 +136,9 @@ class Builder(
         )
         generators = {}
         for split, (csv_stem, json_stem) in SPLIT_FILES.items():
-            csv_path = os.path.join(root, f"{csv_stem}.csv")
-            json_path = os.path.join(root, f"{json_stem}.json")
-            if os.path.isfile(csv_path):
-                generators[split] = self._generate_examples(split, csv_stem, csv_path)
-            elif os.path.isfile(json_path):
-                logging.info("chartcheck: %s has no CSV; reading %s", split, json_path)
-                generators[split] = self._generate_examples(split, csv_stem, json_path)
+            path = _split_file(root, split, csv_stem, json_stem)
+            if path is not None:
+                generators[split] = self._generate_examples(split, csv_stem, path)
         if not generators:
             raise BadInputError(
                 root, "none of train/val/test/test_two .csv (or the .json variant) found"
@@ -150,6 +159,12 @@ class Builder(
                 continue
             seen.add(item.index)
             by_image[item.chart_img].append(item)
+        if split == "test_two":  # before any claim is skipped for its image: the file as given
+            found = test_sets.identify([r for rs in by_image.values() for r in rs], path)
+            self.info.metadata["test_two"] = found
+            logging.info(
+                "chartcheck: test_two is %s (%s)", found["version"], found["recognized_by"]
+            )
         # Claims share images (train: 7,607 claims, 1,532 images): decode each image once.
         num_claims = 0
         for chart_img, claims in by_image.items():
@@ -198,3 +213,27 @@ class Builder(
                 f"image file not found (tried {', '.join(names)}; referenced by {referenced_by})",
             )
         return read_rgb_png(path, referenced_by=referenced_by), os.path.basename(path)
+
+
+def _split_file(root: str, split: str, csv_stem: str, json_stem: str) -> str | None:
+    """The file a split is read from: its CSV, else the JSON variant. For test_two, the
+    paper-era file under its own name comes first: it is only there if someone put it there to
+    reproduce the paper (the release file beside it is named in a warning; build into another
+    --data_dir without it to compare the two)."""
+    csv_path = os.path.join(root, f"{csv_stem}.csv")
+    json_path = os.path.join(root, f"{json_stem}.json")
+    release = csv_path if os.path.isfile(csv_path) else None
+    if release is None and os.path.isfile(json_path):
+        logging.info("chartcheck: %s has no CSV; reading %s", split, json_path)
+        release = json_path
+    if split != "test_two":
+        return release
+    paper = [os.path.join(root, n) for n in test_sets.PAPER_FILES]
+    paper = [p for p in paper if os.path.isfile(p)]
+    if paper and release:
+        logging.warning(
+            "chartcheck: test_two is read from %s (the paper's test set 2), not %s",
+            os.path.basename(paper[0]),
+            os.path.basename(release),
+        )
+    return paper[0] if paper else release

@@ -15,7 +15,7 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from chartjax.data import tfds_records
-from tfds_builders.chartcheck import records
+from tfds_builders.chartcheck import records, test_sets
 from tfds_builders.chartcheck.chartcheck import Builder
 from tfds_builders.common.bad_input import REPORT_NAME, SKIP_BAD_ENV, BadInputError
 
@@ -241,7 +241,7 @@ def test_cli_build_with_env_skip(tmp_path):
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out_dir = tmp_path / "data" / "chartcheck" / "2.0.0"
+    out_dir = tmp_path / "data" / "chartcheck" / "2.1.0"
     report = json.loads((out_dir / REPORT_NAME).read_text())
     assert report["skipped_per_split"] == {"test_one": 1}
     info = json.loads((out_dir / "dataset_info.json").read_text())
@@ -261,3 +261,86 @@ def test_a_header_only_csv_names_the_file(tmp_path):
     with pytest.raises(BadInputError, match=r"train\.csv.*no claims for split train"):
         _build(root, tmp_path / "out")
     assert not list((tmp_path / "out").rglob("dataset_info.json"))
+
+
+# --- test set 2: the paper's or the 2024 re-annotation (issue 30, item 1) --------------------
+
+
+def _test_two_metadata(builder) -> dict:
+    return json.loads((Path(builder.data_path) / "metadata.json").read_text())["test_two"]
+
+
+def test_the_release_test_two_is_recorded_as_the_reannotation(tmp_path):
+    root = tmp_path / "manual"
+    root.mkdir()
+    shutil.copytree(DUMMY / "images", root / "images")
+    shutil.copy(DUMMY / "test_two.csv", root / "test_two.csv")
+    builder = _build(root, tmp_path / "data")
+    meta = _test_two_metadata(builder)
+    assert meta["version"] == test_sets.REANNOTATED
+    assert meta["recognized_by"].startswith("layout: CSV columns beyond the six")
+    assert (meta["file"], meta["claims"], meta["supports"], meta["refutes"]) == (
+        "test_two.csv",
+        3,
+        2,
+        1,
+    )
+    assert str(builder.version) == "2.1.0"
+
+
+def test_the_paper_era_test_two_is_read_and_recorded(tmp_path):
+    builder = _build(DUMMY / "paper_era", tmp_path)
+    assert sorted(builder.info.splits) == ["test_two"]
+    two = _examples(builder, "test_two")
+    # No `id` in the paper's file: claims are numbered by position, as in the release.
+    assert sorted(two) == ["test_two:0", "test_two:1", "test_two:2"]
+    assert two["test_two:1"]["claim"] == b"Votes dropped a lot"
+    assert [two[f"test_two:{i}"]["label"] for i in range(3)] == [1, 0, 0]
+    assert two["test_two:2"]["label_raw"] == b"FALSE"
+    meta = _test_two_metadata(builder)
+    assert meta["version"] == test_sets.PAPER
+    assert meta["recognized_by"].startswith("layout: JSON records with `db_id`")
+    assert meta["file"] == test_sets.PAPER_FILES[0]
+    assert (meta["supports"], meta["refutes"]) == (1, 2)
+
+
+def test_the_paper_era_file_is_read_instead_of_the_release_beside_it(tmp_path):
+    root = tmp_path / "manual"
+    shutil.copytree(DUMMY, root, ignore=shutil.ignore_patterns("*.py", "json_variant"))
+    shutil.copy(DUMMY / "paper_era" / test_sets.PAPER_FILES[0], root)
+    builder = _build(root, tmp_path / "data")
+    assert sorted(builder.info.splits) == ["test_one", "test_two", "train", "validation"]
+    assert _test_two_metadata(builder)["version"] == test_sets.PAPER
+    assert sorted(_examples(builder, "test_two")) == ["test_two:0", "test_two:1", "test_two:2"]
+
+
+def _claims(rows) -> list[records.ClaimRecord]:
+    return [
+        records.ClaimRecord(
+            "f", str(i), str(i), img, "", label, records.normalize_label(label), c, ""
+        )
+        for i, (img, label, c) in enumerate(rows)
+    ]
+
+
+def test_identify_by_content_counts_and_layout(tmp_path):
+    rows = [("https://x/a.png", "TRUE", "A rose. "), ("https://x/b.png", "FALSE", "B  fell.")]
+    # The digest ignores order, whitespace inside claims and how labels are spelled.
+    respelled = [("https://y/b.png", "False", "B fell."), ("https://y/a.png", "True", "A rose.")]
+    assert test_sets.content_digest(_claims(rows)) == test_sets.content_digest(_claims(respelled))
+    paper_csv = tmp_path / "paper.csv"
+    paper_csv.write_text(",chart_img,caption,label,claim,explanation\n0,x,c,TRUE,A,e\n")
+    assert test_sets.identify(_claims(rows), paper_csv)["version"] == test_sets.PAPER
+    release_csv = tmp_path / "test_two.csv"
+    release_csv.write_text(",chart_img,caption,label,claim,explanation,Unnamed: 6\n")
+    assert test_sets.identify(_claims(rows), release_csv)["version"] == test_sets.REANNOTATED
+    assert test_sets.identify(_claims(respelled), paper_csv)["version"] == test_sets.REANNOTATED
+    release_json = tmp_path / "test_two.json"
+    release_json.write_text(json.dumps([{"id": 0, "chart_img": "x", "claim": "A"}]))
+    assert test_sets.identify(_claims(rows), release_json)["version"] == test_sets.REANNOTATED
+    # A whole file of the paper's counts is the paper's, whatever its layout.
+    whole = _claims([("https://x/a.png", "TRUE", f"c{i}") for i in range(503)])
+    whole += _claims([("https://x/a.png", "FALSE", f"d{i}") for i in range(478)])
+    found = test_sets.identify(whole, release_csv)
+    assert (found["version"], found["claims"]) == (test_sets.PAPER, 981)
+    assert found["recognized_by"].startswith("counts of a whole file")

@@ -1,4 +1,4 @@
-"""Reading the ChartCheck release files into claim records (pure Python; corpora.md §1).
+"""Reading the ChartCheck release files into claim records (pure Python; docs/corpora.md §1).
 
 The CSV release (`chartfc_dataset_wikicommons:data/dataset/*.csv`) is canonical; the JSON variant
 (`ChartCheck:data/ChartCheck_final/*.json`) is read only when a split has no CSV. Readers yield a
@@ -53,7 +53,7 @@ def normalize_label(value: Any) -> str | None:
 
 
 def _text(value: Any) -> str:
-    # JSON variant: literal NaN (and null) stand for an empty field (corpora.md §1.5).
+    # JSON variant: literal NaN (and null) stand for an empty field (docs/corpora.md §1.5).
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return str(value)
@@ -133,7 +133,7 @@ def read_csv(path: os.PathLike | str) -> Iterator[ClaimRecord | BadInputError]:
 
 
 def read_json(path: os.PathLike | str) -> Iterator[ClaimRecord | BadInputError]:
-    """Objects of a ChartCheck_final JSON file (types vary by file; corpora.md §1.5).
+    """Objects of a ChartCheck_final JSON file (types vary by file; docs/corpora.md §1.5).
 
     Python's json accepts the literal NaN these files contain. `validation.json` has no `id`
     (only the non-unique `db_id`), so its records are indexed by position; that the position
@@ -160,7 +160,7 @@ def image_name_candidates(chart_img: str) -> list[str]:
     """Names an image may have on disk: the URL basename raw, unquoted once, unquoted twice.
 
     Basenames are double-percent-encoded (`Lock_%2526_dam_10.png` is "Lock_&_dam_10.png") and a
-    download tool may have saved either form (corpora.md §1.6).
+    download tool may have saved either form (docs/corpora.md §1.6).
     """
     base = chart_img.rsplit("/", 1)[-1]
     names = [base, urllib.parse.unquote(base), urllib.parse.unquote(urllib.parse.unquote(base))]

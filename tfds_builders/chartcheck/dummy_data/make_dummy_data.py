@@ -1,10 +1,14 @@
 """(Re)writes the ChartCheck dummy release in this folder: `python make_dummy_data.py`.
 
-Synthetic look-alikes of the official files (corpora.md §1.9) with their quirks: unnamed index
+Synthetic look-alikes of the official files (docs/corpora.md §1.9) with their quirks: unnamed index
 column, `Unnamed: 6` and True/False in test_two.csv, quoted multi-line fields, double-percent-
 encoded image names saved under the raw, once- and twice-unquoted forms, GIF/TIFF/JPEG/PNG with
 mixed-case extensions, RGBA/palette/16-bit images, chart-type metadata (one name under two types,
 one once-encoded name), reasoning annotations for test_one, and the JSON variant in json_variant/.
+test_two.csv is in the layout of the 2024 re-annotation (9fa228a); paper_era/ holds a test set 2
+in the layout of the paper's file (ChartCheck 276f08e, claim_..._test_two_V2.json: MTurk review
+fields, no `id`) with the same charts, one claim as it read before its rewrite and one label as
+it was before the re-annotation changed it.
 """
 
 from __future__ import annotations
@@ -193,8 +197,44 @@ def write_json_variant(folder: Path) -> None:
     write_images(folder / "images")
 
 
+# The paper-era test set 2 of the same charts: row 1's claim before its rewrite, row 2's label
+# before the re-annotation turned it (1 supports / 2 refutes; test_two.csv has 2 / 1).
+PAPER_TEST_TWO = [
+    [URL + "Votes_scatter.png", "Votes (ë\u008f™ë‘\u0090ì²œì‹œ)", "TRUE", "Votes rose. ", "Up."],
+    [URL + "Votes_scatter.png", "Votes", "FALSE", "Votes dropped a lot", "They rose."],
+    [URL + "Rainfall_line.GIF", "Rainfall again", "FALSE", "May is driest.", "Peak in May."],
+]
+PAPER_FILE = "claim_explanation_verification_pre_tasksets_test_two_V2.json"
+
+
+def write_paper_era(folder: Path) -> None:
+    """The paper's test_two file as ChartCheck 276f08e has it, with the images it needs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {
+            "db_id": "3PIOQ99R85KXJS7404KD8AU0849UNP",
+            "chart_img": img,
+            "caption": caption,
+            "label": label,
+            "claim": claim,
+            "explanation": expl,
+            "claim_rewritten": -1,
+            "explanation_rewritten": -1,
+            "claim_error_corrected": -1,
+            "explanation_error_corrected": -1,
+            "label_claim": -1,
+            "label_explanation": -1,
+        }
+        for img, caption, label, claim, expl in PAPER_TEST_TWO
+    ]
+    (folder / PAPER_FILE).write_text(json.dumps(rows, indent=4, ensure_ascii=False))
+    (folder / "images").mkdir(exist_ok=True)
+    for name in ("Votes_scatter.png", "Rainfall_line.GIF"):
+        shutil.copy(HERE / "images" / SAVED_AS[name], folder / "images" / SAVED_AS[name])
+
+
 def main() -> None:
-    for old in ("images", "json_variant", "annotation_reasoning_types"):
+    for old in ("images", "json_variant", "annotation_reasoning_types", "paper_era"):
         shutil.rmtree(HERE / old, ignore_errors=True)
     write_images(HERE / "images")
     write_csv(HERE / "train.csv", HEADER, TRAIN)
@@ -230,6 +270,7 @@ def main() -> None:
         json.dumps(records, indent=1)
     )
     write_json_variant(HERE / "json_variant")
+    write_paper_era(HERE / "paper_era")
 
 
 if __name__ == "__main__":
