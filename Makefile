@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	$(PY) -m chartjax.tools.nltk_data  # WordNet + punkt for METEOR, offline (metrics reference §6)
+	$(PY) -m chartjax.tools.nltk_data  # WordNet + punkt for METEOR, offline (docs/metrics.md §6)
 	touch $(STAMP)
 
 chromium:
@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.input --with-step
 	$(PY) -m chartjax.tools.bench.train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
 	$(PY) -m chartjax.tools.bench.step --model pix2struct --compare-hf
+	$(PY) -m chartjax.tools.bench.training_parity --out bench_training_parity.json
 	$(PY) -m chartjax.tools.bench.synth --figures 100
 	$(PY) -m chartjax.tools.bench.synth_chart_info --num 100
 	$(PY) -m chartjax.tools.bench.score

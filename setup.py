@@ -1,4 +1,4 @@
-"""The package list, which pyproject.toml cannot compute (DESIGN.md §2).
+"""The package list, which pyproject.toml cannot compute (docs/design.md §2).
 
 The repository keeps `tools/` and `gin_configs/` at its top level; the wheel installs them
 inside the package as `chartjax.tools` and `chartjax.gin_configs`, so nothing generic lands at

@@ -47,11 +47,13 @@ GIN_DIR = str(importlib.resources.files("chartjax.gin_configs"))
 GIN_PREFIX = "gin_configs/"  # recipes and docs name files as the checkout lays them out
 
 
-def parse_flags(argv=None, *, description: str = "", extra=None) -> argparse.Namespace:
+def parse_flags(
+    argv=None, *, description: str = "", extra=None, workdir_help: str = "the run's folder"
+) -> argparse.Namespace:
     """`--gin_file` (repeatable; relative to cwd or to gin_configs/; default: the saved
     config.gin of `--workdir`, or of the run `--checkpoint` belongs to), `--gin_bindings`,
-    `--workdir`; then parses gin and checks the run's vocabulary against its model.
-    `extra(parser)` may add entry-point flags."""
+    `--workdir` (its help: `workdir_help`); then parses gin and checks the run's vocabulary
+    against its model. `extra(parser)` may add entry-point flags."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -63,8 +65,15 @@ def parse_flags(argv=None, *, description: str = "", extra=None) -> argparse.Nam
         f"default: the {RUN_CONFIG} a run saved in --workdir, else in the run --checkpoint "
         "belongs to (the run's own settings, so its bindings need not be repeated)",
     )
-    parser.add_argument("--gin_bindings", action="append", default=[])
-    parser.add_argument("--workdir", required=True)
+    parser.add_argument(
+        "--gin_bindings",
+        action="append",
+        default=[],
+        metavar="BINDING",
+        help="a gin binding applied after the gin files (repeatable), e.g. "
+        "'train.num_train_steps = 100' or \"VOCAB='~/spm.model'\"",
+    )
+    parser.add_argument("--workdir", required=True, help=workdir_help)
     if extra:
         extra(parser)
     args = parser.parse_args(argv)

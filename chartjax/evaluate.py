@@ -5,6 +5,13 @@
 
 Padded rows (`_mask` False) are dropped before anything is scored. On multi-host runs each
 process writes its rows to a part file and process 0 scores the union.
+
+A split without answers (a test split whose answers are not released) is predicted, not
+scored: its predictions.jsonl has no target, and metrics.json no metric, each listed in
+`unavailable` with the reason. report.html reads rows as the task's view says and shows the
+figures it names (chartjax/tasks/report_views.py, chartjax/report_figures.py). Evaluating a
+workdir's checkpoint also writes its metrics to TensorBoard (`eval/<split>/<metric>` at the
+checkpoint's step, chartjax/run_log.py). A progress bar counts the batches on stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import sys
 
 import gin
 import jax
@@ -19,15 +27,16 @@ import numpy as np
 import optax
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec
+from tqdm import tqdm
 
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config_checks as checks
-from chartjax import init_checkpoint
+from chartjax import init_checkpoint, report_figures, run_log
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.data import pipeline
 from chartjax.metrics import html_report, prediction_files, report
-from chartjax.tasks import catalog
+from chartjax.tasks import catalog, report_views
 from chartjax.tasks.task import Task
 
 
@@ -58,13 +67,28 @@ def evaluate_split(
     out_dir: str,
     checkpoint: str | None = None,
     predict=None,
+    progress: bool = True,
 ) -> dict:
+    """Predicts `split`, scores it and writes `<out_dir>/<split>/step_<step>/` (metrics.json,
+    predictions.jsonl, plots, report.html). Returns {"metrics", "breakdowns", "unavailable",
+    "num_examples", "predictions_only", "dir"} on process 0, {"metrics": {}} elsewhere."""
     pid, nproc = jax.process_index(), jax.process_count()
     if predict is None:
         predict = make_predict_fn(model_def, task, jax.tree.map(lambda x: x.sharding, state), mesh)
     local = pipeline.local_batch_size(global_batch_size, nproc)
     columns: dict[str, list] = {}
-    for batch in pipeline.eval_batches(task, split, global_batch_size, pid, nproc):
+    bar = tqdm(
+        pipeline.eval_batches(task, split, global_batch_size, pid, nproc),
+        total=_num_batches(task, split, local, pid, nproc),
+        desc=f"eval {split}",
+        unit="batch",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        mininterval=1.0,
+        leave=False,  # the results are logged once it is done
+        disable=not progress or pid != 0,
+    )
+    for batch in bar:
         inputs = pipeline.to_global(batch, mesh, rules, task.model_inputs)
         preds = np.asarray(jax.device_get(predict(state, inputs)))
         mine = preds[pid * local : (pid + 1) * local]  # replicated output: take our rows
@@ -76,10 +100,13 @@ def evaluate_split(
     cols = _gather_to_process0(
         {k: np.concatenate(v) for k, v in columns.items()}, out_dir, split, step
     )
+    bar.close()
     if pid != 0:
         return {"metrics": {}}
     predictions = cols.pop("_prediction")
     scores, rows = task.evaluate(predictions, cols, split)
+    # Nothing scored and no target anywhere: a split without answers, predicted only.
+    predictions_only = not scores.metrics and not any("target" in r for r in rows)
     split_dir = os.path.join(out_dir, split, f"step_{step}")
     os.makedirs(split_dir, exist_ok=True)
     obj = report.build_metrics(
@@ -108,8 +135,54 @@ def evaluate_split(
             title=f"{task.name} {split} @ step {step}",
         )
     plots = [os.path.join(split_dir, "accuracy_by_group.png")] if plot_groups else []
-    html_report.write_report(os.path.join(split_dir, "report.html"), obj, rows, plots=plots)
-    return {"metrics": scores.metrics, "breakdowns": scores.breakdowns, "dir": split_dir}
+    view = report_views.for_task(task.name)
+    figures = None
+    if view is not None and view.image_stem is not None:
+        stems = {view.image_stem(r) for r in rows[: html_report.MAX_ROWS]} - {None}
+        figures = report_figures.write_figures(
+            task.source, split, stems, os.path.join(out_dir, ".figures", split)
+        )
+    html_report.write_report(
+        os.path.join(split_dir, "report.html"),
+        obj,
+        rows,
+        plots=plots,
+        view=view,
+        image_for=lambda row: html_report.find_image(row, [figures] if figures else [], view),
+    )
+    return {
+        "metrics": scores.metrics,
+        "breakdowns": scores.breakdowns,
+        "unavailable": scores.unavailable,
+        "num_examples": len(predictions),
+        "predictions_only": predictions_only,
+        "dir": split_dir,
+    }
+
+
+def summary(out: dict) -> str:
+    """One line of a split's results for the console."""
+    if out.get("predictions_only"):
+        return (
+            f"predictions only ({out['num_examples']:,} examples, the split has no answers): "
+            f"{os.path.join(out['dir'], 'predictions.jsonl')}"
+        )
+    return ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
+
+
+def _num_batches(task: Task, split: str, local: int, pid: int, nproc: int) -> int | None:
+    """Process 0's eval batches of `split`, the progress bar's total (its share is the largest);
+    None where the count would cost a second reading of the examples."""
+    source = task.source
+    if pid != 0:
+        return None
+    if hasattr(source, "examples"):  # a TFDS source keeps a split's examples: read once
+        n = len(source.examples(split, pid, nproc))
+    elif hasattr(source, "num_eval"):  # an indexed source: the same examples for every split
+        n = min(-(-source.num_eval // nproc), source.num_eval)
+    else:
+        return None
+    return -(-n // local)
 
 
 def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict:
@@ -169,6 +242,7 @@ def evaluate(
     eval_batch_size: int = 64,
     init_format: str = "random",
     init_path: str | None = None,
+    progress: bool = True,
 ) -> dict:
     """Restores a checkpoint (latest in workdir by default) and evaluates the task's splits.
 
@@ -178,6 +252,8 @@ def evaluate(
     `workdir`, the pretrained weights are evaluated as they are, at step 0.
 
     The settings and `splits` are checked before the model is built (config_checks.py).
+    The metrics go to `<workdir>/tensorboard` as `eval/<split>/<metric>` at the checkpoint's
+    step; `progress`: a bar over each split's batches on stderr.
     """
     checks.check(
         "evaluate",
@@ -188,6 +264,7 @@ def evaluate(
             "rules": (rules, checks.one_of(mesh_lib.RULES_PRESETS, "rules preset")),
             "eval_batch_size": (eval_batch_size, checks.positive_int),
             "init_format": (init_format, checks.one_of(init_checkpoint.FORMATS, "init format")),
+            "progress": (progress, checks.boolean),
         },
     )
     mesh_lib.initialize_distributed()
@@ -236,5 +313,8 @@ def evaluate(
                 out_dir=os.path.join(workdir, "eval"),
                 checkpoint=source,
                 predict=predict,
+                progress=progress,
             )
+    if jax.process_index() == 0:
+        run_log.write_eval_events(workdir, step, {s: out["metrics"] for s, out in results.items()})
     return results

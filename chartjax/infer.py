@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from chartjax import infer_inputs
-from chartjax.data import pipeline
+from chartjax.data import loader, pipeline
 from chartjax.infer_inputs import Example, InputError
 from chartjax.tasks.task import InferenceSpec
 
@@ -175,14 +175,34 @@ def featurize(ex: Example, features, vocab) -> tuple[np.ndarray, bool]:
         image = decode_image_bytes(infer_inputs.read_image_bytes(ex))
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         raise BadImage(f"{ex.source}: cannot read image ({type(e).__name__}: {e})") from None
-    import tensorflow as tf
-
     rendered = seq2seq.image_with_header(image, ex.prompt, features)
     try:
         out = seq2seq.image_features(rendered, features)
-    except tf.errors.InvalidArgumentError as e:  # extreme aspect ratio: row/col ids too large
-        raise BadImage(f"{ex.source}: {e.message}") from None
-    return out.numpy(), False
+    except ValueError as e:  # extreme aspect ratio: row/col ids too large
+        raise BadImage(f"{ex.source}: {e}") from None
+    return out, False
+
+
+def _featurized_slots(featurize, exs: list) -> dict:
+    """The features of one batch's slots, stacked (a loader worker runs this): slots without
+    features (past the end, or a bad input) repeat the first good one, `_mask` False; `bad`
+    lists (slot, why) for the caller to skip or raise. Only `bad` when no slot is good."""
+    feats, bad = [], []
+    for i, ex in enumerate(exs):
+        f, cut = None, False
+        if ex is not None:
+            try:
+                f, cut = featurize(ex)
+            except BadExample as e:
+                bad.append((i, str(e)))
+        feats.append((f, cut))
+    first = next((f for f, _ in feats if f is not None), None)
+    if first is None:
+        return {"bad": bad}
+    batch = {key: np.stack([(f or first)[key] for f, _ in feats]) for key in first}
+    batch["_mask"] = np.array([f is not None for f, _ in feats])
+    batch["_cut"] = np.array([f is not None and cut for f, cut in feats])
+    return {**batch, "bad": bad}
 
 
 def decoder_engine(
@@ -300,7 +320,7 @@ def _tokenizer_path(args, loc) -> str:
 
     if args.vocab:
         return args.vocab
-    own = formats.tokenizer_dir(loc)
+    own = formats.vocabulary(loc)  # its tokenizer files, or the one its run's config.gin names
     if own is None:
         raise InputError(
             f"{loc.path} carries no tokenizer files ({', '.join(formats.TOKENIZER_FILES)}): "
@@ -501,29 +521,35 @@ def run(args, spec: InferenceSpec, templates: dict, output_dirs=()) -> dict | No
                     continue
         return fill[0]
 
-    def local_batch(k: int):
-        """This process's slots of global batch k: their examples (None past the end), and the
-        features with `_mask` (False on padding and skipped inputs) and `_cut` (truncated)."""
-        exs, feats = [], []
-        for i in range(k * size + pid * local, k * size + (pid + 1) * local):
-            ex = inputs[todo[i]] if i < len(todo) else None
-            f, cut = None, False
-            if ex is not None:
-                try:
-                    f, cut = engine.featurize(ex)
-                except BadExample as e:
-                    if not args.skip_bad:
-                        raise BadExample(f"{e} (use --skip_bad to skip bad inputs)") from None
-                    say(f"chartjax-infer: skipped {e}")
-            exs.append(ex)
-            feats.append((f, cut))
-        pad = next((f for f, _ in feats if f is not None), None) or filler()
+    def slots(k: int) -> list:
+        """This process's examples of global batch k (None past the end)."""
+        return [
+            inputs[todo[i]] if i < len(todo) else None
+            for i in range(k * size + pid * local, k * size + (pid + 1) * local)
+        ]
+
+    def local_batch(k: int, done: dict):
+        """This process's slots of global batch k: their examples, and the features (made by
+        `_featurized_slots` in a loader worker) with `_mask` (False on padding and skipped
+        inputs) and `_cut` (truncated)."""
+        exs = slots(k)
+        for _, msg in done.pop("bad"):
+            if not args.skip_bad:
+                raise BadExample(f"{msg} (use --skip_bad to skip bad inputs)")
+            say(f"chartjax-infer: skipped {msg}")
+        if done:
+            return exs, done
+        pad = filler()
         if pad is None:
             return exs, None
-        batch = {key: np.stack([(f or pad)[key] for f, _ in feats]) for key in pad}
-        batch["_mask"] = np.array([f is not None for f, _ in feats])
-        batch["_cut"] = np.array([f is not None and cut for f, cut in feats])
+        batch = {key: np.stack([pad[key]] * local) for key in pad}
+        batch["_mask"] = batch["_cut"] = np.zeros(local, bool)
         return exs, batch
+
+    featurized = loader.map_ordered(
+        functools.partial(_featurized_slots, engine.featurize),
+        (slots(k) for k in range(-(-len(todo) // size))),
+    )
 
     def finish(k: int, exs, result):
         n = min(size, len(todo) - k * size)  # the inputs of this global batch
@@ -564,9 +590,9 @@ def run(args, spec: InferenceSpec, templates: dict, output_dirs=()) -> dict | No
     pending = None
     try:
         with mesh_lib.activate(mesh, rules):
-            for k in range(-(-len(todo) // size)):
+            for k, done in enumerate(featurized):
                 try:
-                    exs, batch = local_batch(k)
+                    exs, batch = local_batch(k, done)
                 except BadExample:
                     if pending is not None:  # the batches before the bad input are kept
                         finish(*pending)

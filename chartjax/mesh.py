@@ -97,7 +97,7 @@ def make_mesh(
         raise ValueError(
             f"mesh shape {shape} needs {int(np.prod(shape))} devices, have {len(devices)}"
         )
-    # Auto axes: logical-rule code in the t5x/big_vision style assumes them (engineering §3.4).
+    # Auto axes: logical-rule code in the t5x/big_vision style assumes them (docs/design.md §4).
     return jax.make_mesh(
         tuple(shape), tuple(axis_names), devices=devices, axis_types=(AxisType.Auto,) * len(shape)
     )

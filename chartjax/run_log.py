@@ -1,5 +1,9 @@
 """Run logging: readable log lines, train_metrics.jsonl, TensorBoard events, a progress bar.
 
+TensorBoard tags: `train/<metric>` for each logged training row, `eval/<split>/<metric>` for
+each evaluation (the periodic and final ones of training, and chartjax-eval's of a workdir:
+`write_eval_events`), all in `<workdir>/tensorboard/`.
+
 A resumed run (`resume_from(step)`) logs each step once: the rows of steps after the restored
 one, which the interrupted run logged after its last checkpoint, are dropped from
 train_metrics.jsonl, and the new TensorBoard events file starts with a purge at step + 1
@@ -11,12 +15,56 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
+from collections.abc import Mapping
 
 from chartjax.metrics.report import atomic_write_text
 
 logger = logging.getLogger("chartjax")
+
+# What TensorBoard accepts in a tag (tensorboardX rewrites anything else, with a log line).
+_TAG_UNSAFE = re.compile(r"[^-/\w.]")
+
+
+def eval_tag(split: str, metric: str, prefix: str = "eval") -> str:
+    """`eval/<split>/<metric>`; a split slice's `[:10%]` or a `+` becomes `_`."""
+    return f"{prefix}/{_TAG_UNSAFE.sub('_', split)}/{metric}"
+
+
+def _summary_writer(workdir: str, purge_step: int | None = None):
+    """A tensorboardX writer into <workdir>/tensorboard, or None without tensorboardX."""
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:  # TensorBoard events are a convenience, not a contract
+        logger.warning("tensorboardX missing: no TensorBoard events")
+        return None
+    # A unique suffix: two writers in one second would otherwise share a file name, and the
+    # second truncates the first.
+    return SummaryWriter(
+        os.path.join(workdir, "tensorboard"),
+        purge_step=purge_step,
+        filename_suffix=f".{time.time_ns()}",
+    )
+
+
+def _add_eval_scalars(writer, step: int, results: Mapping[str, Mapping], prefix: str) -> None:
+    for split, metrics in results.items():
+        for name, value in (metrics or {}).items():
+            writer.add_scalar(eval_tag(split, name, prefix), float(value), step)
+    writer.flush()  # an evaluation is rare and read soon after: not left in the buffer
+
+
+def write_eval_events(workdir: str, step: int, results: Mapping[str, Mapping]) -> None:
+    """chartjax-eval's metrics of a workdir's checkpoint as `eval/<split>/<metric>` scalars at
+    its step, in an events file of their own beside the training run's."""
+    if not any(results.values()):  # predictions-only splits: nothing to plot
+        return
+    writer = _summary_writer(workdir)
+    if writer is not None:
+        _add_eval_scalars(writer, step, results, "eval")
+        writer.close()
 
 
 class RunLog:
@@ -58,18 +106,7 @@ class RunLog:
     def _open(self) -> None:
         self._opened = True
         self._jsonl = open(os.path.join(self.workdir, "train_metrics.jsonl"), "a")
-        try:
-            from tensorboardX import SummaryWriter
-
-            # A unique suffix: two writers in one second would otherwise share a file name,
-            # and the second truncates the first.
-            self._tb = SummaryWriter(
-                os.path.join(self.workdir, "tensorboard"),
-                purge_step=self._purge_step,
-                filename_suffix=f".{time.time_ns()}",
-            )
-        except ImportError:  # TensorBoard events are a convenience, not a contract
-            logger.warning("tensorboardX missing: no TensorBoard events")
+        self._tb = _summary_writer(self.workdir, self._purge_step)
 
     def info(self, msg: str) -> None:
         if self._bar is not None:
@@ -86,37 +123,23 @@ class RunLog:
     def start_progress(
         self, start: int, total: int, enabled: bool = True, budget_s: float | None = None
     ) -> None:
-        """A bar over steps, or over the wall-clock budget when one ends the run first.
-
-        With `budget_s` the bar counts seconds of the budget (it starts after compilation, as
-        the budget does: `start_budget`) and shows the step as a postfix.
-        """
+        """A bar over the steps; with a wall-clock budget (`budget_s`) its use is a postfix
+        (`budget=16/600s`), counted from `start_budget`, after compilation, as the budget is."""
         if self.enabled and enabled:
             from tqdm import tqdm
 
             self._budget = budget_s
-            self._step = start
             self._t0 = None
-            if budget_s is None:
-                self._bar = tqdm(
-                    total=total,
-                    initial=start,
-                    desc="train",
-                    unit="step",
-                    dynamic_ncols=True,
-                    file=sys.stderr,
-                    mininterval=2.0,
-                )
-            else:
-                self._bar = tqdm(
-                    total=round(budget_s),
-                    desc=f"train (budget {budget_s:g}s)",
-                    unit="s",
-                    dynamic_ncols=True,
-                    file=sys.stderr,
-                    mininterval=2.0,
-                    bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}{postfix}]",
-                )
+            self._postfix = {}
+            self._bar = tqdm(
+                total=total,
+                initial=start,
+                desc="train",
+                unit="step",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                mininterval=2.0,
+            )
 
     def start_budget(self) -> None:
         """The time budget starts now (after the first, compiling step)."""
@@ -125,13 +148,11 @@ class RunLog:
     def advance(self) -> None:
         if self._bar is None:
             return
-        self._step += 1
-        if self._budget is None:
-            self._bar.update(1)
-            return
-        if self._t0 is not None:
-            self._bar.n = min(time.time() - self._t0, self._budget)
-        self._bar.set_postfix(step=self._step, refresh=self._step % 10 == 0)
+        if self._budget is not None and self._t0 is not None:
+            used = min(time.time() - self._t0, self._budget)
+            self._postfix["budget"] = f"{used:.0f}/{self._budget:g}s"
+            self._bar.set_postfix(self._postfix, refresh=False)
+        self._bar.update(1)
 
     def metrics(self, m: dict) -> None:
         if not self.enabled:
@@ -145,9 +166,19 @@ class RunLog:
                 if k != "step":
                     self._tb.add_scalar(f"train/{k}", v, m["step"])
         if self._bar is not None:
-            self._bar.set_postfix(loss=f"{m['loss']:.4f}", refresh=False)
+            self._postfix["loss"] = f"{m['loss']:.4f}"
+            self._bar.set_postfix(self._postfix, refresh=False)
         else:
             self.info(" ".join(f"{k}={v:.4g}" for k, v in m.items()))
+
+    def eval_metrics(self, step: int, split: str, metrics: Mapping, prefix: str = "eval") -> None:
+        """One split's evaluation at `step` as `<prefix>/<split>/<metric>` scalars."""
+        if not self.enabled or not metrics:
+            return
+        if not self._opened:
+            self._open()
+        if self._tb is not None:
+            _add_eval_scalars(self._tb, step, {split: metrics}, prefix)
 
     def close_progress(self) -> None:
         if self._bar is not None:

@@ -301,12 +301,11 @@ def train(
                         out_dir=os.path.join(workdir, "eval"),
                         checkpoint=os.path.join(ckpt.dir, str(step)),
                         predict=predict_fn,
+                        progress=progress,
                     )
                     results[split] = out["metrics"]
-                    log.info(
-                        f"eval {split} @ {step}: "
-                        + ", ".join(f"{k}={v:.4f}" for k, v in out["metrics"].items())
-                    )
+                    log.eval_metrics(step, split, out["metrics"])
+                    log.info(f"eval {split} @ {step}: {eval_lib.summary(out)}")
             if best_metric and the_task.eval_splits:
                 first = results[the_task.eval_splits[0]]
                 ckpt.save_best(step, state, meta_for(step), first)
@@ -336,7 +335,9 @@ def train(
                     out_dir=os.path.join(workdir, "eval_best"),
                     checkpoint=os.path.join(workdir, "best", str(best_step)),
                     predict=predict_fn,
+                    progress=progress,
                 )
+            log.eval_metrics(best_step, selection.final_split, out["metrics"], prefix="eval_best")
             value = selector.tracker.best_value
             log.info(
                 f"selected update {best_step} ({selection.key}={value:.4f}) on "

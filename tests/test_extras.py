@@ -95,3 +95,11 @@ def test_extra_resolves_next_to_cpu_tensorflow(resolved, python, extra):
         assert got["jax-cuda12-plugin"] == jax and "nvidia-cudnn-cu12" in got
     else:
         assert "libtpu" in got
+
+
+def test_tensorboard_is_the_viz_extra_not_a_core_dependency():
+    # The events are written with tensorboardX (core); TensorBoard itself is for browsing them.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {Requirement(r).name for r in project["dependencies"]}
+    viz = {Requirement(r).name for r in project["optional-dependencies"]["viz"]}
+    assert "tensorboard" in viz and "tensorboard" not in core and "tensorboardX" in core

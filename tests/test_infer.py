@@ -156,7 +156,7 @@ def ref_features(data: bytes, prompt: str, font_size: int = 36) -> np.ndarray:
     image = decode_image_bytes(data)
     if prompt:
         image = render.render_header(image, prompt, font_size=font_size)
-    return patches.preprocess_image(image, MAX_PATCHES, (4, 4), max_position_id=64).numpy()
+    return patches.preprocess_image(image, MAX_PATCHES, (4, 4), max_position_id=64)
 
 
 def in_pairs(decode, feats) -> np.ndarray:
@@ -356,6 +356,7 @@ def test_corrupt_image_stops_or_is_skipped(
     ]
     err = fail_infer(capsys, *args, "--out", tmp_path / "o1")
     assert str(d / "bad.png") in err and "--skip_bad" in err
+    assert "infer deplot: " in err and "/3 [" in err  # the progress bar over the inputs
     # Stopped before any input was done (one batch): --out is left as it was.
     assert not (tmp_path / "o1").exists()
 

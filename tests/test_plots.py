@@ -1,6 +1,8 @@
-"""chartjax.plots: train_metrics.jsonl reading and the training-curves PNG train.py writes."""
+"""chartjax.plots: train_metrics.jsonl and evaluation reading, and the training-curves PNG
+train.py writes (and plot_run draws): training panels, then the evaluations per split."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,3 +93,48 @@ def test_training_curves_with_a_key_the_run_never_logged(tmp_path):
     assert px.shape == (396, 1100, 3)
     assert _count(px[:, :550], C0) > LINE
     assert _count(px[:, 550:], C0) == 0  # no line and no legend entry
+
+
+def _eval(workdir, split, step, metrics):
+    """An evaluation's metrics.json where chartjax/evaluate.py writes it."""
+    folder = Path(workdir) / "eval" / split / f"step_{step}"
+    folder.mkdir(parents=True, exist_ok=True)
+    obj = {"task": "figureqa", "split": split, "step": step, "num_examples": 8, "metrics": metrics}
+    (folder / "metrics.json").write_text(json.dumps(obj))
+
+
+def test_read_eval_metrics_by_split_and_step_without_predictions_only_splits(tmp_path):
+    run = _run(tmp_path / "rn", _rows(3))
+    _eval(run, "validation1", 20, {"accuracy": 0.75})
+    _eval(run, "validation1", 10, {"accuracy": 0.5})
+    _eval(run, "no_annot_test1", 20, {})  # predicted only: nothing to plot
+    (tmp_path / "rn" / "eval" / ".figures" / "validation1").mkdir(parents=True)  # not a split
+    assert plots.read_eval_metrics(run) == {
+        "validation1": [(10, {"accuracy": 0.5}), (20, {"accuracy": 0.75})]
+    }
+    assert plots.default_eval_keys([plots.read_eval_metrics(run)]) == ("accuracy",)
+    assert plots.default_eval_keys([{"test": [(1, {"rms_precision": 1.0, "rms_f1": 0.2})]}]) == (
+        "rms_f1",
+    )
+
+
+def test_training_curves_add_an_eval_panel_with_a_line_per_split(tmp_path):
+    run = _run(tmp_path / "rn", _rows())
+    for step, acc in ((10, 0.5), (20, 0.6), (40, 0.8)):
+        ci = {"accuracy_ci95_low": acc - 0.1, "accuracy_ci95_high": acc + 0.1}
+        _eval(run, "validation1", step, {"accuracy": acc, **ci})
+        _eval(run, "validation2", step, {"accuracy": acc - 0.2})
+    out = tmp_path / "curves.png"
+    plots.plot_training_curves({"rn": run}, str(out))
+    px = _pixels(out)
+    assert px.shape == (396, 1650, 3)  # loss, accuracy, eval accuracy
+    eval_panel = px[:, 1100:]
+    assert _count(eval_panel, C0) > LINE and _count(eval_panel, C1) > LINE  # both splits
+    assert _count(px[:, 550:1100], C1) == 0  # one run: one training line per panel
+    # The CLI: the same panels, or none with --eval_keys=.
+    from chartjax.tools import plot_run
+
+    plot_run.main(["--out", str(tmp_path / "cli.png"), f"rn={run}"])
+    assert _pixels(tmp_path / "cli.png").shape == (396, 1650, 3)
+    plot_run.main(["--out", str(tmp_path / "train_only.png"), "--eval_keys=", f"rn={run}"])
+    assert _pixels(tmp_path / "train_only.png").shape == (396, 1100, 3)

@@ -214,7 +214,9 @@ def test_progress_bar_by_steps_routes_info_through_the_bar(tmp_path, capsys, rec
     assert [r["step"] for r in _jsonl(str(tmp_path))] == [6, 7]
 
 
-def test_progress_bar_over_a_time_budget(tmp_path, capsys, records):
+def test_progress_bar_over_a_time_budget_counts_steps(tmp_path, capsys, records):
+    # A time-capped recipe's bar counted seconds ("16/600s, step=30"): it counts steps, and
+    # the budget used is a postfix.
     log = RunLog(str(tmp_path))
     log.start_progress(0, 1000, enabled=True, budget_s=60.0)
     log.advance()  # the compiling first step: before the budget starts
@@ -225,10 +227,39 @@ def test_progress_bar_over_a_time_budget(tmp_path, capsys, records):
     log.close_progress()
     log.close()
     err = capsys.readouterr().err
-    assert "train (budget 60s)" in err
-    assert "/60s" in err
-    assert "step=10" in err  # the step postfix is redrawn every 10 steps
+    assert "11/1000" in err and "step/s" in err
+    assert "budget=0/60s" in err and "loss=2.5000" in err
+    assert "/60s [" not in err  # not a bar over seconds
     assert [r["step"] for r in _jsonl(str(tmp_path))] == [11]
+
+
+def test_eval_metrics_are_eval_split_metric_scalars(tmp_path):
+    log = RunLog(str(tmp_path))
+    log.metrics(dict(ROWS[0]))
+    log.eval_metrics(2, "validation1", {"accuracy": 0.75, "num_unparseable": 0})
+    log.eval_metrics(2, "validation1[:10%]", {"accuracy": 0.5})  # TensorBoard-safe tag
+    log.eval_metrics(2, "no_annot_test1", {})  # predictions only: nothing to write
+    log.eval_metrics(1, "validation1", {"accuracy": 0.25}, prefix="eval_best")
+    log.close()
+    scalars = _tb_scalars(str(tmp_path))
+    assert scalars["eval/validation1/accuracy"] == [(2, 0.75)]
+    assert scalars["eval/validation1/num_unparseable"] == [(2, 0.0)]
+    assert scalars["eval/validation1__10__/accuracy"] == [(2, 0.5)]
+    assert scalars["eval_best/validation1/accuracy"] == [(1, 0.25)]
+    assert not any("no_annot" in tag for tag in scalars)
+    assert scalars["train/loss"] == [(1, 2.5)]
+
+
+def test_write_eval_events_adds_a_file_beside_the_training_run(tmp_path):
+    log = RunLog(str(tmp_path))
+    log.metrics(dict(ROWS[0]))
+    log.close()
+    run_log.write_eval_events(str(tmp_path), 40, {"validation": {"accuracy": 0.5}, "test": {}})
+    run_log.write_eval_events(str(tmp_path), 50, {"no_annot_test2": {}})  # writes no file
+    assert len(glob.glob(str(tmp_path / "tensorboard" / "events.out.tfevents.*"))) == 2
+    scalars = _tb_scalars(str(tmp_path))
+    assert scalars["eval/validation/accuracy"] == [(40, 0.5)]
+    assert scalars["train/loss"] == [(1, 2.5)]
 
 
 def test_progress_disabled_keeps_log_lines_on_the_logger(tmp_path, capsys, records):

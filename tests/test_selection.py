@@ -231,5 +231,6 @@ def test_a_batch_is_scored_by_the_tasks_own_evaluate():
     assert selection.batch_score(task, preds, batch, "validation2", "accuracy") == 0.5
     with pytest.raises(KeyError, match=r"metric='f1'.*\['accuracy'"):
         selection.batch_score(task, preds, batch, "validation2", "f1")
-    with pytest.raises(ValueError, match="has no answers"):  # a test split without its key
+    # A test split without its key is predicted only (issue 27 item 4): nothing to select by.
+    with pytest.raises(KeyError, match=r"metrics on 'no_annot_test2': \[\]"):
         selection.batch_score(task, preds, _figureqa_batch([-1] * 4), "no_annot_test2", "accuracy")

@@ -23,19 +23,28 @@ Formats:
             folder `<workdir>/checkpoints/<step>`, or the workdir itself (its latest step), the
             model rebuilt from `<workdir>/config.gin`.
 
-A classifier's label names (`id2label`) and the checkpoint's tokenizer files (spm.model,
-vocab.txt, tokenizer.json, vocab.json + merges.txt, ...) travel with it between hf and chartjax
-directories, so `chartjax-infer` can read the output alone.
+A classifier's label names (`id2label`) travel with it between hf and chartjax directories, and
+an hf or chartjax output is a complete checkpoint: HF's `AutoTokenizer` / `Pix2StructProcessor`
+and `chartjax-infer` (no --vocab) read it alone. Its tokenizer files are the input's own
+(spm.model, vocab.txt, tokenizer.json, vocab.json + merges.txt, ...; for a train run those of
+the HF checkpoint it started from), or, for a T5 / Pix2Struct model, the SentencePiece model of
+`--vocab` or of the run's config.gin (`Features.vocab_file`), written as HF's T5 files
+(spiece.model, tokenizer_config.json, special_tokens_map.json). A Pix2Struct output also gets
+preprocessor_config.json: the model's patch size, `max_patches` and `is_vqa` (the prompt drawn
+above the image) from the flags, else the run's config.gin (DePlot, ChartCheck and CHART-Info
+6b runs are VQA), else HF's defaults (2048, false). chartjax/interop/tokenizer_export.py.
 
 The output must be a new or empty directory, checked before the work; it is written under a
 temporary name beside it and renamed when complete, so a failure (a full disk) leaves nothing.
 
-Prints one JSON line: source, destination, family, parameter count and seconds.
+Prints one JSON line: source, destination, family, parameter count, the tokenizer and processor
+files written, and seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -43,6 +52,7 @@ import sys
 import time
 
 from chartjax import quiet
+from chartjax.interop import tokenizer_export
 
 # The chartjax params format lives in chartjax/interop/chartjax_ckpt.py (infer reads it too);
 # the old names stay importable from here.
@@ -72,18 +82,21 @@ def load_any(fmt: str, path: str):
     return load_chartjax(path)[0], 0
 
 
-def _labels_and_tokenizer(fmt: str, path: str) -> tuple[tuple[str, ...] | None, list[str]]:
-    """A classifier's label names and the tokenizer files of the input checkpoint."""
+def _labels_and_inputs(a) -> tuple[tuple[str, ...] | None, tokenizer_export.Inputs]:
+    """A classifier's label names, and how the input checkpoint's inputs were made (its
+    vocabulary and patches), the flags taking precedence."""
     from chartjax.interop import formats
 
-    if fmt == "t5x":
-        return None, []
-    loc = formats.locate(path, fmt)
-    return formats.read_labels(loc), formats.tokenizer_files(formats.tokenizer_dir(loc) or "")
+    loc = formats.locate(a.input, a.src)
+    labels = None if a.src == "t5x" else formats.read_labels(loc)
+    own = tokenizer_export.of_checkpoint(loc, vocab=a.vocab)
+    flags = {"max_patches": a.max_patches, "is_vqa": a.is_vqa}
+    return labels, dataclasses.replace(own, **{k: v for k, v in flags.items() if v is not None})
 
 
-def write(a, model, step: int, labels, tokenizer: list[str], out: str) -> None:
-    """Write `model` in format `a.dst` into directory `out` (with the tokenizer files)."""
+def write(a, model, step: int, labels, inputs: tokenizer_export.Inputs, out: str) -> list[str]:
+    """Write `model` in format `a.dst` into directory `out`, with its tokenizer and processor
+    files (not for T5X, which holds none); returns their names."""
     if a.dst == "t5x":
         from chartjax.interop import t5x
 
@@ -94,15 +107,14 @@ def write(a, model, step: int, labels, tokenizer: list[str], out: str) -> None:
             dtype=a.t5x_dtype,
             layout=a.t5x_layout,
         )
-    elif a.dst == "hf":
+        return []
+    if a.dst == "hf":
         from chartjax.interop import hf
 
         hf.save(model, out, safe_serialization=not a.pytorch_bin, labels=labels)
     else:
         save_chartjax(model, out, labels=labels)
-    if a.dst != "t5x":
-        for f in tokenizer:
-            shutil.copy(f, os.path.join(out, os.path.basename(f)))
+    return tokenizer_export.write(out, model.cfg, inputs, hf=a.dst == "hf")
 
 
 def claim_output(out: str) -> tuple[str, str, list[str]]:
@@ -148,6 +160,12 @@ def _remove_dirs(made: list[str]) -> None:
             break
 
 
+def _yes_no(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected true or false")
+    return text.lower() == "true"
+
+
 def _fail(msg) -> None:
     print(f"chartjax-convert: {msg}", file=sys.stderr)
     sys.exit(1)
@@ -155,17 +173,23 @@ def _fail(msg) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--from", dest="src", choices=FORMATS, required=True)
-    p.add_argument("--to", dest="dst", choices=FORMATS, required=True)
-    p.add_argument("input")
-    p.add_argument("output")
+    p.add_argument("--from", dest="src", choices=FORMATS, required=True, help="input format")
+    p.add_argument("--to", dest="dst", choices=FORMATS, required=True, help="output format")
+    p.add_argument("input", help="the checkpoint to convert (see Formats above)")
+    p.add_argument("output", help="a new or empty directory")
     p.add_argument(
         "--t5x_dtype",
         default="float32",
         choices=["float32", "bfloat16"],
         help="stored dtype when writing T5X",
     )
-    p.add_argument("--t5x_layout", default="kvstore", choices=["kvstore", "top_level", "inline"])
+    p.add_argument(
+        "--t5x_layout",
+        default="kvstore",
+        choices=["kvstore", "top_level", "inline"],
+        help="how a T5X output stores arrays: zarr with the path in kvstore (as t5x writes "
+        "today), zarr with a top-level path (older t5x), or inline in the msgpack file",
+    )
     p.add_argument(
         "--step",
         type=int,
@@ -173,10 +197,33 @@ def main(argv=None) -> None:
         help="step recorded in a T5X output (default: the input's T5X step, else 0)",
     )
     p.add_argument("--pytorch_bin", action="store_true", help="HF output as pytorch_model.bin")
+    p.add_argument(
+        "--vocab",
+        help="the tokenizer an hf / chartjax output carries: a SentencePiece model or a "
+        "directory of tokenizer files (default: the input's own, or the vocabulary its run's "
+        "config.gin names; a T5X input has none)",
+    )
+    p.add_argument(
+        "--max_patches",
+        type=int,
+        help="Pix2Struct: max_patches of the output's preprocessor_config.json (default: the "
+        "run's Features.max_patches, else 2048)",
+    )
+    p.add_argument(
+        "--is_vqa",
+        type=_yes_no,
+        metavar="{true,false}",
+        help="Pix2Struct: whether the prompt is rendered above the image (DePlot, ChartQA, "
+        "ChartCheck's MatCha: true; captioning: false; default: from the run's task, else false)",
+    )
     quiet.add_flag(p)
     a = p.parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     if not os.path.exists(a.input):
         p.error(f"input not found: {a.input}")
+    if a.vocab is not None and not os.path.exists(a.vocab):
+        p.error(f"--vocab not found: {a.vocab}")
+    if a.max_patches is not None and a.max_patches < 1:
+        p.error("--max_patches must be >= 1")
     try:
         dest, tmp, made = claim_output(a.output)  # before the work, which may take minutes
     except (OSError, ValueError) as e:
@@ -186,13 +233,13 @@ def main(argv=None) -> None:
     try:
         try:
             model, step = load_any(a.src, a.input)
-            labels, tokenizer = _labels_and_tokenizer(a.src, a.input)
+            labels, inputs = _labels_and_inputs(a)
         except (OSError, ValueError) as e:
             _fail(e)
         if a.dst == "t5x" and type(model).__name__ not in ("T5Transformer", "Pix2Struct"):
             _fail(f"T5X checkpoints hold T5 / Pix2Struct models, not {type(model).__name__}")
         try:
-            write(a, model, step, labels, tokenizer, tmp)
+            files = write(a, model, step, labels, inputs, tmp)
             os.rename(tmp, dest)  # the output appears whole or not at all
         except OSError as e:
             _fail(f"cannot write {a.output}: {e}")
@@ -203,6 +250,12 @@ def main(argv=None) -> None:
         if not done:
             shutil.rmtree(tmp, ignore_errors=True)
             _remove_dirs(made)
+    if a.dst != "t5x" and inputs.vocab is None:
+        print(
+            f"chartjax-convert: {a.input} names no vocabulary, so {a.output} holds no "
+            "tokenizer files: give --vocab (a SentencePiece model or a tokenizer directory)",
+            file=sys.stderr,
+        )
     import jax
     from flax import nnx
 
@@ -216,6 +269,7 @@ def main(argv=None) -> None:
                 "output": a.output,
                 "family": type(model).__name__,
                 "params": n,
+                "files": files,
                 "seconds": round(time.time() - t0, 2),
             }
         )

@@ -5,6 +5,11 @@
 
 A missing gin file, a misspelt binding, a bad setting or a --split the dataset lacks is one
 line on stderr naming it (and the nearest valid name), exit status 2, before the model is built.
+
+A split without answers (FigureQA's `--split=no_annot_test2`) is predicted only:
+`eval/<split>/step_<N>/predictions.jsonl` (id, prediction 0/1, prediction_text yes/no) and a
+metrics.json that lists every metric as unavailable. Each split's metrics also go to
+`<workdir>/tensorboard` (`eval/<split>/<metric>`); `evaluate.progress = False` hides the bar.
 """
 
 from __future__ import annotations
@@ -22,11 +27,30 @@ def main(argv=None) -> int:
 
     def extra(p):
         quiet.add_flag(p)
-        p.add_argument("--checkpoint", default=None, help="a checkpoint step folder")
-        p.add_argument("--split", action="append", default=None)
+        p.add_argument(
+            "--checkpoint",
+            default=None,
+            help="what to evaluate: a run's checkpoints/<step> folder or a run workdir (its "
+            "latest step); default: the latest checkpoint in --workdir, else the recipe's "
+            "init weights (init/*.gin) as they are",
+        )
+        p.add_argument(
+            "--split",
+            action="append",
+            default=None,
+            help="a split of the task's dataset (repeatable; a TFDS slice such as "
+            "'validation[:100]' too); default: the recipe's evaluation splits",
+        )
 
     try:
-        args = config.parse_flags(argv, description=__doc__, extra=extra)
+        args = config.parse_flags(
+            argv,
+            description=__doc__,
+            extra=extra,
+            workdir_help="where eval/<split>/step_<N>/ (metrics.json, predictions.jsonl, "
+            "report.html) and tensorboard/ are written; its run's config.gin and latest "
+            "checkpoint are the defaults of --gin_file and --checkpoint",
+        )
         host_memory.keep_freed_memory()
         results = eval_lib.evaluate(args.workdir, args.checkpoint, args.split)
     except config.ConfigError as err:
@@ -37,6 +61,8 @@ def main(argv=None) -> int:
     for split, out in results.items():
         if out.get("metrics"):
             print(split, {k: round(v, 4) for k, v in out["metrics"].items()}, out["dir"])
+        elif out.get("predictions_only"):
+            print(split, eval_lib.summary(out))
     return 0
 
 

@@ -88,7 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--vocab",
         help="SentencePiece model (sentencepiece.model), or a directory of tokenizer files "
         "(BART's tokenizer.json / vocab.json + merges.txt, DeBERTa's spm.model, TAPAS's "
-        "vocab.txt); default: the checkpoint's own tokenizer files",
+        "vocab.txt); default: the checkpoint's own tokenizer files, or for a train run the "
+        "vocabulary its config.gin names",
     )
     p.add_argument("--images", nargs="+", help="image files and/or folders")
     p.add_argument("--inputs", help='JSONL: {"id", "image"?, <named fields>} per line')
@@ -147,7 +148,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=int,
         default=DEFAULT_FONT_SIZE,
         help="36 as current pix2struct and HF; the released fine-tunes were most "
-        "likely trained with 12 (models.md §1.5)",
+        "likely trained with 12 (docs/models.md §1.5)",
     )
     p.add_argument(
         "--font_path",

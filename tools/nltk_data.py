@@ -1,4 +1,5 @@
-"""Builds the NLTK data that METEOR and sentence splitting need, offline (metrics reference §6.2, §6.3).
+"""Builds the NLTK data that METEOR and sentence splitting need, offline (docs/metrics.md §6.2,
+§6.3).
 
     python -m chartjax.tools.nltk_data [--target DIR]
 

@@ -5,8 +5,8 @@
     chartjax-score --task chart_info_task4 --predictions pred_json/ --references gt_json/ \\
         --images images/ --compat icdar2019 --out metrics.json
 
-Flags as DESIGN.md §8. Text tasks read ``predictions.jsonl`` (``{"id", "prediction", "target"?}``)
-and ``references.jsonl`` (``{"id", "target", ...}``, extra fields ``figure_type``,
+Flags as docs/design.md §8. Text tasks read ``predictions.jsonl`` (``{"id", "prediction",
+"target"?}``) and ``references.jsonl`` (``{"id", "target", ...}``, extra fields ``figure_type``,
 ``question_id``, ``chart_type``, ``reasoning_types``, ``complexity``, ``split``, ``explanation``,
 ``records``, ``title`` feed breakdowns and metrics) or a TFDS split ``tfds:<name>[/<config>]:<split>``;
 without ``--references`` the predictions' own targets are used. CHART-Info tasks read folders of
@@ -34,7 +34,7 @@ from chartjax import output_place, quiet
 from chartjax.metrics import html_report, prediction_files, report
 from chartjax.metrics.prediction_files import IdRows, PredictionFileError, located
 from chartjax.metrics.scores import Scores
-from chartjax.tasks import catalog
+from chartjax.tasks import catalog, report_views
 from chartjax.tasks.task import ScoreInputs
 
 TASKS = tuple(catalog.SCORERS)
@@ -85,7 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         const="",
         metavar="HTML",
         help="also write an HTML report of metrics, plot and examples (default: report.html "
-        "next to --out; thumbnails from --images <id>.png/.jpg/...)",
+        "next to --out; thumbnails from --images <id>.png/.jpg/..., or the figure a task's "
+        "id names: <image_index>.png of a question <image_index>/<question_index>)",
     )
     quiet.add_flag(p)
     return p.parse_args(argv)
@@ -117,7 +118,8 @@ def tfds_rows(examples, task: str, split: str) -> dict[str, dict]:
     return rows
 
 
-def load_tfds(spec: str, task: str, data_dir: str | None) -> tuple[dict[str, dict], str]:
+def load_tfds(spec: str, task: str, data_dir: str | None) -> tuple[dict[str, dict], str, dict]:
+    """(reference rows, split, what the build says of the split for the provenance)."""
     body = spec[len("tfds:") :]
     if ":" not in body:
         raise ScoreError(f"--references {spec}: expected tfds:<name>[/<config>]:<split>")
@@ -134,7 +136,8 @@ def load_tfds(spec: str, task: str, data_dir: str | None) -> tuple[dict[str, dic
 
     builder = tfds.builder(name, data_dir=data_dir)
     examples = tfds_records.split_examples(os.fspath(builder.data_path), split)
-    return tfds_rows(examples, task, split), split
+    provenance = catalog.data_provenance(task, os.fspath(builder.data_path), split)
+    return tfds_rows(examples, task, split), split, provenance
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,8 +215,8 @@ def _plot(metrics_obj: Mapping[str, Any], png: Path) -> None:
     report.plot_breakdown(breakdowns, png, metric=metric, title=metrics_obj["task"])
 
 
-def _libraries(scores: Scores) -> dict[str, str]:
-    libs = dict(scores.libraries)
+def _libraries(scores: Scores, data: dict[str, str]) -> dict[str, str]:
+    libs = {**scores.libraries, **data}
     for pkg in ("numpy", "scipy", "nltk", "sacrebleu", "rouge-score", "editdistance"):
         try:
             libs.setdefault(pkg, version(pkg))
@@ -222,15 +225,16 @@ def _libraries(scores: Scores) -> dict[str, str]:
     return libs
 
 
-def read_inputs(args) -> tuple[dict, dict, str]:
-    """(predictions, references, split) as the task's layout reads them."""
+def read_inputs(args) -> tuple[dict, dict, str, dict]:
+    """(predictions, references, split, what a TFDS build says of the split) as the task's
+    layout reads them."""
     if catalog.scorer(args.task).layout == "json_dir":
         if args.references is None or args.references.startswith("tfds:"):
             raise ScoreError("CHART-Info tasks need --references: the folder of ground-truth JSON")
         refs = prediction_files.read_json_dir(args.references, "--references")
-        return prediction_files.read_json_dir(args.predictions, "--predictions"), refs, "all"
+        return prediction_files.read_json_dir(args.predictions, "--predictions"), refs, "all", {}
     preds = prediction_files.read_id_rows(args.predictions, "--predictions")
-    split = "all"
+    split, data = "all", {}
     if args.references is None:  # the predictions' own targets, located in their file
         refs = IdRows(
             {
@@ -241,11 +245,11 @@ def read_inputs(args) -> tuple[dict, dict, str]:
             lines=preds.lines,
         )
     elif args.references.startswith("tfds:"):
-        refs, split = load_tfds(args.references, args.task, args.data_dir)
+        refs, split, data = load_tfds(args.references, args.task, args.data_dir)
     else:
         refs = prediction_files.read_id_rows(args.references, "--references")
     splits = {str(r["split"]) for r in refs.values() if "split" in r}
-    return preds, refs, next(iter(splits)) if len(splits) == 1 else split
+    return preds, refs, next(iter(splits)) if len(splits) == 1 else split, data
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -261,7 +265,7 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     check_outputs(args)
-    preds, refs, split = read_inputs(args)
+    preds, refs, split, data = read_inputs(args)
     scores, n = score(args, preds, refs)
     obj = report.build_metrics(
         task=args.task,
@@ -271,18 +275,21 @@ def run(args: argparse.Namespace) -> dict:
         metrics=scores.metrics,
         breakdowns=scores.breakdowns,
         unavailable=scores.unavailable,
-        provenance=report.provenance(libraries=_libraries(scores)),
+        provenance=report.provenance(libraries=_libraries(scores, data)),
     )
     report.write_metrics(args.out, obj)
     _plot(obj, Path(args.out).with_suffix(".png"))
     if args.report is not None:
         whole = catalog.scorer(args.task).layout == "json_dir"
+        view = report_views.for_task(args.task)
+        images = [args.images] if args.images else []
         html_report.write_report(
             args.report or Path(args.out).with_name("report.html"),
             obj,
             html_report.merge_rows(preds, refs, whole_objects=whole),
             plots=[Path(args.out).with_suffix(".png")],
-            image_for=lambda row: html_report.find_image(row, [args.images] if args.images else []),
+            image_for=lambda row: html_report.find_image(row, images, view),
+            view=view,
         )
     return obj
 

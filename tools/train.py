@@ -66,7 +66,13 @@ def _add_flags(parser) -> None:
 def main(argv=None) -> int:
     argv = quiet.setup(argv)  # before anything imports TensorFlow
     try:
-        args = config.parse_flags(argv, description=__doc__, extra=_add_flags)
+        args = config.parse_flags(
+            argv,
+            description=__doc__,
+            extra=_add_flags,
+            workdir_help="the run's folder: checkpoints/, config.gin, train_metrics.jsonl, "
+            "tensorboard/; a rerun on it resumes from its latest checkpoint",
+        )
     except config.ConfigError as err:
         return _error(err, EXIT_USAGE)
     recipe.check_trainable()  # an evaluation-only recipe exits here with what to run instead

@@ -1,12 +1,12 @@
 """Header rendering: a question, claim or prompt drawn above the image (Pix2Struct VQA input).
 
-As pix2struct `preprocessing_utils.render_header` (models.md §1.5): wrap at 80 characters, black
+As pix2struct `preprocessing_utils.render_header` (docs/models.md §1.5): wrap at 80 characters, black
 text on white with 5 px padding, canvas sized by `textbbox` on a 1x1 scratch canvas; header and
 image are each resized (PIL default resample) to the wider of the two widths, keeping their aspect
 ratios, and stacked header-first on a white canvas. The released checkpoints used Arial, which
-cannot be shipped; the default font is matplotlib's DejaVu Sans (DESIGN.md §4), `font_path`
+cannot be shipped; the default font is matplotlib's DejaVu Sans (docs/design.md §4), `font_path`
 selects another. Font size: 36 as today's code and HF (12 before 2023-02, the era of the released
-fine-tunes [inferred, models.md §1.5]).
+fine-tunes [inferred, docs/models.md §1.5]).
 """
 
 from __future__ import annotations

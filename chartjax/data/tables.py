@@ -1,7 +1,7 @@
 """The one home of DePlot's linearized-table format (pure Python: no tf/jax).
 
 A linearized table is rows joined by newlines, cells joined by " | ", with an optional first
-line "TITLE | <title>" (models reference §2, corpora reference §5.2). Generators, builders,
+line "TITLE | <title>" (docs/models.md §2, docs/corpora.md §5.2). Generators, builders,
 inference and metrics all go through these two functions so the format cannot drift.
 """
 
@@ -14,7 +14,7 @@ ROW_SEP = "\n"
 # SentencePiece decodes a newline as its byte-fallback piece when the piece is not detokenized.
 BYTE_NEWLINE = "<0x0A>"
 TITLE_PREFIX = "TITLE"
-# DePlot's prompt (models reference §2.1), rendered as the header above the chart.
+# DePlot's prompt (docs/models.md §2.1), rendered as the header above the chart.
 DEPLOT_PROMPT = "Generate underlying data table of the figure below:"
 
 

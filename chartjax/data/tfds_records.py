@@ -1,6 +1,6 @@
 """Reading chartjax's TFDS builds by random access (`tfds.data_source` over array_record).
 
-The builds store one record per figure or chart (DESIGN.md §8): FigureQA's questions and
+The builds store one record per figure or chart (docs/design.md §8): FigureQA's questions and
 ChartCheck's claims are sequences inside their figure's or chart's record. Everything that reads
 a build sees them as the flat examples of the 1.0.0 builds, one per question or claim, with the
 figure's or chart's fields repeated (`expand`): the ids and the fields the tasks, the scorers

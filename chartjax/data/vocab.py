@@ -1,6 +1,6 @@
 """SentencePiece vocabulary with the conventions of the released T5 / Pix2Struct models.
 
-Ids (models.md §1.7): pad 0 (also the decoder start id), EOS 1, UNK 2, no BOS. Newlines have no
+Ids (docs/models.md §1.7): pad 0 (also the decoder start id), EOS 1, UNK 2, no BOS. Newlines have no
 piece of their own: they are encoded with byte fallback as `<0x0A>`, which SentencePiece decodes
 back to "\\n" (as seqio does). HF's `T5Tokenizer.decode` leaves a literal "<0x0A>" in its output;
 `fix_newlines` turns such text back into real newlines.

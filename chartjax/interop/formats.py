@@ -161,6 +161,54 @@ def tokenizer_dir(loc: Located) -> str | None:
     return path if path and tokenizer_files(path) else None
 
 
+def run_inputs(loc: Located) -> dict:
+    """What a train run's saved config.gin says about its inputs (saved_gin.input_settings:
+    vocabulary, patches, task); empty for other checkpoints."""
+    from chartjax.interop import saved_gin
+
+    gin_file = run_config_file(loc)
+    return saved_gin.input_settings(gin_file) if gin_file else {}
+
+
+def tokenizer_source(loc: Located) -> str | None:
+    """Where the tokenizer of a located checkpoint is: its own tokenizer files' directory
+    (`tokenizer_dir`), else for a train run the vocabulary its config.gin names (a file or a
+    directory); None when there is none. A named vocabulary that is gone is an error naming
+    both files."""
+    own = tokenizer_dir(loc)
+    if own is not None or not loc.run:
+        return own
+    path = run_inputs(loc).get("vocab_file")
+    if not isinstance(path, str):
+        return None
+    path = os.path.expanduser(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{run_config_file(loc)} names the vocabulary {path}, which is not found: give its "
+            "path (--vocab)"
+        )
+    return path
+
+
+def vocabulary(loc: Located) -> str | None:
+    """The vocabulary chartjax reads for a located checkpoint (`chartjax-infer` without --vocab):
+    `tokenizer_source`, but the SentencePiece model of a directory whose tokenizer.json is not
+    BART's BPE (an HF T5 / Pix2Struct checkpoint's; chartjax.data.vocab would read any
+    tokenizer.json as BPE)."""
+    path = tokenizer_source(loc)
+    if path is None or not os.path.isdir(path):
+        return path
+    tokenizer_json = os.path.join(path, "tokenizer.json")
+    if os.path.isfile(tokenizer_json):
+        from chartjax.interop import sentencepiece_json
+
+        if not sentencepiece_json.is_bpe(tokenizer_json):
+            for name in ("spiece.model", "sentencepiece.model"):
+                if os.path.isfile(os.path.join(path, name)):
+                    return os.path.join(path, name)
+    return path
+
+
 # The tokenizer files a checkpoint directory may carry (SentencePiece, BPE, WordPiece, HF's
 # tokenizer configs); `chartjax-convert` copies them along, `chartjax-infer` reads them.
 TOKENIZER_FILES = (

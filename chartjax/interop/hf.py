@@ -2,9 +2,9 @@
 family: T5 / Pix2Struct here, DeBERTa-v2/v3, TAPAS and BART through their own name maps
 (chartjax/interop/hf_{deberta,tapas,bart}.py), chosen by `model_type` of config.json.
 
-Name maps: models.md §3.3 (Pix2Struct) and §3.6 (T5). HF `Linear.weight` is `[out, in]`, so every
-kernel is transposed, and the relative-position tables `[buckets, heads]` are transposed to the
-T5X layout `[heads, buckets]`; embeddings, norms and biases are copied as they are.
+Name maps: docs/models.md §3.3 (Pix2Struct) and §3.6 (T5). HF `Linear.weight` is `[out, in]`, so
+every kernel is transposed, and the relative-position tables `[buckets, heads]` are transposed to
+the T5X layout `[heads, buckets]`; embeddings, norms and biases are copied as they are.
 
 Loading safetensors needs only `safetensors` (NumPy API, bf16 via ml_dtypes); `.bin` needs torch.
 Neither transformers nor torch is imported otherwise.

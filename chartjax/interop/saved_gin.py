@@ -164,3 +164,48 @@ def hf_source(gin_file: str) -> str | None:
     inner, _ = _split(config)
     path = bindings.args(HF_CONFIG, scopes + inner).get("path")
     return os.path.expanduser(path) if isinstance(path, str) else None
+
+
+# The bindings of the input side a run saved: which vocabulary it tokenized with and how its
+# images became patches, so an export can carry them (chartjax/interop/tokenizer_export.py).
+_FEATURE_FIELDS = ("vocab_file", "modality", "max_patches", "patch_size", "max_input_len")
+# The train tasks whose image records carry a prompt rendered above the chart (HF `is_vqa`):
+# DePlot's and ChartCheck's MatCha prompts; CHART-Info only in its DePlot-style task 6b.
+_VQA_TASKS = {"deplot": None, "chartcheck": None, "chart_info": ("mode", "task6b")}
+
+
+def input_settings(gin_file: str) -> dict:
+    """What the saved `gin_file` says about the run's inputs, with macros resolved:
+    `vocab_file` (`Features.vocab_file`, or a classifier's `ClassifierFeatures.tokenizer`),
+    `modality`, `max_patches`, `patch_size`, `max_input_len` (those bound), `task`
+    (`train.task`) and `is_vqa` (whether its image prompts are rendered as a header; absent
+    when the task does not say)."""
+    with open(gin_file) as f:
+        bindings = _Bindings(f.read(), gin_file)
+
+    def plain(name: str) -> dict:
+        """Unscoped `name.<arg>` values; a reference (`@x()`) or an undefined macro (a
+        `%gin.REQUIRED` the run never read) is no setting."""
+        out = {}
+        for arg, value in bindings.table.get(("", name), {}).items():
+            try:
+                value = bindings.resolve(value)
+            except ValueError:
+                continue
+            if not isinstance(value, _Ref):
+                out[arg] = value
+        return out
+
+    features = plain("Features")
+    out = {k: features[k] for k in _FEATURE_FIELDS if k in features}
+    tokenizer = plain("ClassifierFeatures").get("tokenizer")
+    if "vocab_file" not in out and isinstance(tokenizer, str):
+        out["vocab_file"] = tokenizer
+    task = plain("train").get("task")
+    if isinstance(task, str):
+        out["task"] = task
+        if task in _VQA_TASKS:
+            rule = _VQA_TASKS[task]
+            args = plain(f"{task}_task") if rule else {}
+            out["is_vqa"] = rule is None or args.get(rule[0]) == rule[1]
+    return out

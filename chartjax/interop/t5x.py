@@ -1,6 +1,6 @@
 """Read and write T5X checkpoints (`checkpoint_<step>/`: msgpack `checkpoint` + zarr arrays).
 
-Layout (models.md §1.6): the `checkpoint` file is flax msgpack of
+Layout (docs/models.md §1.6): the `checkpoint` file is flax msgpack of
 `{'version': 3, 'optimizer': {'target': <params>, 'state': {'step', 'param_states'}}}` (version 0:
 the optimizer dict itself). A leaf is an inline array or a TensorStore spec dict whose array path is
 relative to the checkpoint directory, either in `kvstore.path` (file-written) or at the top level

@@ -1,4 +1,4 @@
-"""ICDAR 2019 CHART-Infographics / CHART-Info 2020+ metrics, tasks 1-5 (metrics reference §3).
+"""ICDAR 2019 CHART-Infographics / CHART-Info 2020+ metrics, tasks 1-5 (docs/metrics.md §3).
 
 Hand-written: the official scripts are not packages and crash on several inputs. Inputs are the
 official per-image JSON objects, ``{id: parsed json}`` for ground truth and predictions (a

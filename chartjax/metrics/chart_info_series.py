@@ -1,4 +1,4 @@
-"""CHART-Info tasks 6a (plot-element detection) and 6b (data extraction), metrics reference §3.6.
+"""CHART-Info tasks 6a (plot-element detection) and 6b (data extraction), docs/metrics.md §3.6.
 
 Hand-written. ``compat`` as in ``chart_info.py``:
 - 6b ``spec``: the 2020+ definition (continuous / point-set / discrete / box series, weighted

@@ -1,4 +1,4 @@
-"""ChartQA relaxed accuracy (metrics reference §5.3): pix2struct's ``relaxed_correctness``.
+"""ChartQA relaxed accuracy (docs/metrics.md §5.3): pix2struct's ``relaxed_correctness``.
 
 Hand-written (a few lines; the pix2struct package is not a dependency). Default semantics are
 the original's exactly: a prediction that parses as a number is correct within 5 % of a non-zero

@@ -1,4 +1,4 @@
-"""CIDEr and CIDEr-D with corpus-level IDF, as Chart-to-Text ran them (metrics reference §2.3).
+"""CIDEr and CIDEr-D with corpus-level IDF, as Chart-to-Text ran them (docs/metrics.md §2.3).
 
 Written here (about 60 lines of arithmetic) rather than taken from pycocoevalcap, whose 104 MB
 wheel and Java tokenizer subprocess buy nothing for the scorer itself. Definitions:

@@ -1,4 +1,4 @@
-"""Chart-to-Text content selection (CS) and its record strings (metrics reference §2.2).
+"""Chart-to-Text content selection (CS) and its record strings (docs/metrics.md §2.2).
 
 Hand-written: no library implements this benchmark-specific metric. The record format follows
 the Chart-to-Text preprocessing (``baseline_models/Chart2Text/etc/templatePreprocess.py``), whose

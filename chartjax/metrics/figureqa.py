@@ -1,4 +1,5 @@
-"""FigureQA: binary accuracy with breakdowns by figure type and question template (§4)."""
+"""FigureQA: binary accuracy with breakdowns by figure type and question template
+(docs/metrics.md §4)."""
 
 from __future__ import annotations
 

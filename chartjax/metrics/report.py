@@ -1,4 +1,4 @@
-"""The metric-JSON writer shared by every task (DESIGN.md §5 schema, §8 rules).
+"""The metric-JSON writer shared by every task (docs/design.md §5 schema, §8 rules).
 
 metrics.json:
   {"task", "split", "step", "num_examples", "metrics", "breakdowns", "unavailable", "provenance"}
@@ -31,7 +31,7 @@ __all__ = [
 REQUIRED_KEYS = ("task", "split", "step", "num_examples", "metrics")
 OPTIONAL_KEYS = ("breakdowns", "unavailable", "provenance")
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
-# Metrics in native units (DESIGN.md §8) and counts/lengths; every other metric is in [0, 1].
+# Metrics in native units (docs/design.md §8) and counts/lengths; every other metric is in [0, 1].
 UNBOUNDED_WORDS = ("cider", "bleurt", "perplexity", "ppl", "loss")  # any "_"-separated word
 UNBOUNDED_PREFIXES = ("num_", "pred_")
 UNBOUNDED_SUFFIXES = ("_count", "_length", "_len", "length_ratio")
@@ -39,7 +39,7 @@ UNBOUNDED_NAMES = ("n", "support")
 
 
 def is_bounded(name: str) -> bool:
-    """Whether metric ``name`` must lie in [0, 1] (DESIGN.md §8).
+    """Whether metric ``name`` must lie in [0, 1] (docs/design.md §8).
 
     Unbounded: names with a word cider*, bleurt*, perplexity*, ppl* or loss* (``cider_d``,
     ``explanation_bleurt``, ``barlow_twins_loss``), counts (``n``, ``support``, ``num_*``, ``pred_*``, ``*_count``) and
@@ -170,7 +170,8 @@ def build_metrics(
     unavailable: Mapping[str, str] | None = None,
     provenance: Mapping[str, Any] | None = None,
 ) -> dict:
-    """A validated metrics.json object (all eight §5 keys; absent parts are empty mappings)."""
+    """A validated metrics.json object (all eight keys of docs/design.md §5; absent parts are
+    empty mappings)."""
     return _normalized(
         {
             "task": task,
@@ -221,9 +222,9 @@ def _git_short_sha() -> str:
 
 
 def _chartjax_version() -> str:
-    import chartjax  # the package's own import is cheap (no jax/tf at top level)
+    from chartjax.version import __version__
 
-    return chartjax.__version__
+    return __version__
 
 
 def provenance(

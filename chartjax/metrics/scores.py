@@ -1,7 +1,8 @@
 """The result type every metric suite returns: metrics, breakdowns, unavailable, signatures.
 
 It maps one-to-one onto metrics.json's ``metrics``, ``breakdowns``, ``unavailable`` and
-``provenance.libraries`` fields (DESIGN.md §5, §8), so suites can be merged and handed to ``report.build_metrics``.
+``provenance.libraries`` fields (docs/design.md §5, §8), so suites can be merged and handed to
+``report.build_metrics``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Scores:
 
 
 def as_reference_lists(references: Sequence[str | Sequence[str]]) -> list[list[str]]:
-    """Each example's reference(s) as a non-empty list of strings (DESIGN.md §8 targets)."""
+    """Each example's reference(s) as a non-empty list of strings (docs/design.md §8 targets)."""
     out = []
     for i, ref in enumerate(references):
         try:

@@ -1,4 +1,4 @@
-"""DePlot/MatCha table metrics: RMS (precision, recall, F1) and RNSS (metrics reference §5.1-5.2).
+"""DePlot/MatCha table metrics: RMS (precision, recall, F1) and RNSS (docs/metrics.md §5.1-5.2).
 
 Hand-written (no library implements them) from the definitions of DePlot's ``metrics.py``
 (``table_datapoints_precision_recall`` and ``table_number_accuracy``), including its quirks:

@@ -1,7 +1,7 @@
 """Text-generation metrics: BLEU, ChartCheck BLEU, ROUGE, METEOR, sentence splitting.
 
 Libraries do the work (sacrebleu, rouge-score, NLTK); what is written here is only the
-benchmark-specific glue (metrics reference §1.2, §2.1, §6). All scores are fractions in [0, 1].
+benchmark-specific glue (docs/metrics.md §1.2, §2.1, §6). All scores are fractions in [0, 1].
 CIDEr is in ``cider.py``, content selection in ``content_selection.py``, the model-based metrics
 (BERTScore, BLEURT, perplexity) in ``text_models.py``; all are re-exported here.
 
@@ -193,7 +193,7 @@ def chartcheck_bleu(
 ) -> Scores:
     """BLEU as ChartCheck computed it (HF ``evaluate`` "bleu" = tensorflow/nmt ``compute_bleu``).
 
-    Hand-written because ``evaluate`` cannot load offline (metrics reference §1.2): sacrebleu's
+    Hand-written because ``evaluate`` cannot load offline (docs/metrics.md §1.2): sacrebleu's
     13a tokenizer (case-sensitive), clipped n-gram counts summed over the corpus, no smoothing
     (any zero precision gives 0), and the *shortest* reference length per example for the
     brevity penalty (``bp = 1`` if ratio > 1 else ``exp(1 - 1/ratio)``).

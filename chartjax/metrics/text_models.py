@@ -1,7 +1,7 @@
 """Model-based text metrics: BERTScore, BLEURT and Chart-to-Text's corpus perplexity.
 
 Each needs weights that cannot be downloaded here (roberta-large, BLEURT-base-128, gpt2-medium;
-metrics reference §6.4), so each takes a *local* model directory and, given none, reports the
+docs/metrics.md §6.4), so each takes a *local* model directory and, given none, reports the
 metric under ``unavailable`` with the reason: never a made-up value. torch, transformers and
 bert-score come from the ``hf`` extra and are imported only when a model is given.
 """
@@ -179,7 +179,7 @@ def bleurt(
 
 
 # --------------------------------------------------------------------------------------------
-# Perplexity (Chart-to-Text: HF run_clm.py --do_eval, metrics reference §2.4)
+# Perplexity (Chart-to-Text: HF run_clm.py --do_eval, docs/metrics.md §2.4)
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 """Registers every model config and model factory with gin, in one place, so that the model
-modules themselves import no gin (the GPU benchmarks run where gin is absent, DESIGN.md §7).
+modules themselves import no gin (the GPU benchmarks run where gin is absent, docs/design.md §7).
 
 gin files `import chartjax.models.configurables` and bind
 - `T5Config.*` / `Pix2StructConfig.*` with `train.model_fn = @build_model`,

@@ -1,5 +1,5 @@
 """Analytic training FLOPs per example (matmuls only, 2 FLOPs per multiply-add, training = 3 x
-forward, no remat), per engineering.md §5.2, and device peaks for MFU.
+forward, no remat), per docs/design.md §9, and device peaks for MFU.
 
 Counted per example with `enc_len` encoder tokens (patches for Pix2Struct) and `dec_len` targets:
 - encoder layer: Q/K/V/O projections `4*d*inner` and MLP `n*d*d_ff` per token (n = 3 gated, 2

@@ -5,8 +5,8 @@ heads, kv, joined_kv, vocab, relpos_buckets, patch, abspos_buckets); `chartjax.s
 them to mesh axes. Kernels are stored 2-D `[in, out]` exactly as flaxformer's
 `DenseGeneral(reshape_kernel=True)`, so T5X and HF checkpoints map one-to-one (HF only transposes).
 
-Numerics (models.md §7): RMSNorm in fp32, no 1/sqrt(d) scaling in attention (folded into the query
-init), softmax in fp32, gated GELU with the tanh approximation.
+Numerics (docs/models.md §7): RMSNorm in fp32, no 1/sqrt(d) scaling in attention (folded into the
+query init), softmax in fp32, gated GELU with the tanh approximation.
 
 Attention (every family: T5, Pix2Struct, DeBERTa, TAPAS, BART) goes through `attention_core`:
 position terms (T5's relative-position bias, DeBERTa's c2p/p2c scores) are an additive float32

@@ -1,4 +1,4 @@
-"""T5X cross-entropy with z-loss (models.md §1.3), all in float32.
+"""T5X cross-entropy with z-loss (docs/models.md §1.3), all in float32.
 
 `cross_entropy_with_z_loss` returns sums over tokens as T5X does (`loss_normalizing_factor=None`);
 `seq2seq_loss` divides by the number of target tokens for the train loop's per-token loss.

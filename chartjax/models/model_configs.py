@@ -1,8 +1,8 @@
 """Model configuration dataclasses (T5 v1.1 / Flan-T5 and Pix2Struct / MatCha / DePlot).
 
-Plain frozen dataclasses without a gin import, so benchmarks run where gin is absent (DESIGN.md
+Plain frozen dataclasses without a gin import, so benchmarks run where gin is absent (docs/design.md
 §7); `chartjax.models.configurables` registers them with gin. Field meanings follow T5X's
-`t5_1_1/*.gin` and pix2struct's `configs/{models,sizes}/*.gin` (models.md §1.2, §3.6).
+`t5_1_1/*.gin` and pix2struct's `configs/{models,sizes}/*.gin` (docs/models.md §1.2, §3.6).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Pix2Struct (also MatCha and DePlot): patch-embedding image encoder + T5 v1.1 text decoder.
 
-As pix2struct's `models.py` (models.md §1.3): `encoder_input_tokens` is float32
+As pix2struct's `models.py` (docs/models.md §1.3): `encoder_input_tokens` is float32
 `[B, P, 2 + ph*pw*C]` with 1-based row id, col id first (0 = padding); the encoder embedding is
 `patch_projection(pixels) + row_embed[row] + col_embed[col]` with no other position information;
 the padding mask is `row id > 0` for encoder self-attention and decoder cross-attention keys.

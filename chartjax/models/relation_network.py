@@ -1,6 +1,6 @@
 """FigureQA baselines (Kahou et al. 2017): Relation Network, CNN+LSTM and text-only LSTM.
 
-Architecture as the co-author's public implementation (models reference §4): a conv stack of
+Architecture as the co-author's public implementation (docs/models.md §4): a conv stack of
 stride-2 3x3 convolutions, each conv -> bias -> ReLU -> BatchNorm (BN *after* the activation);
 objects = feature-map cells + (row/h, col/w) coordinates; an LSTM question encoder (forget-gate
 bias 1, as TF's LSTMCell) whose [c; h] state after the last real token is the question vector;
@@ -50,7 +50,7 @@ class RNConfig:
 
 class ConvStack(nnx.Module):
     def __init__(self, cfg: RNConfig, *, glorot: bool, rngs: nnx.Rngs):
-        # RN: truncated normal std 0.1, bias 0.1; CNN+LSTM: Glorot, zero bias (reference §4).
+        # RN: truncated normal std 0.1, bias 0.1; CNN+LSTM: Glorot, zero bias (docs/models.md §4).
         kinit = (
             nnx.initializers.glorot_uniform() if glorot else nnx.initializers.truncated_normal(0.1)
         )

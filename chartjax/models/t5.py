@@ -1,7 +1,7 @@
 """T5 v1.1 / Flan-T5 encoder-decoder (Flax NNX), and the text decoder Pix2Struct reuses.
 
-Structure and names follow flaxformer's T5 (T5X checkpoint names, models.md §1.6 / §3.6): pre-LN
-layers, one relative-position table per stack (bidirectional in the encoder, causal in the
+Structure and names follow flaxformer's T5 (T5X checkpoint names, docs/models.md §1.6 / §3.6):
+pre-LN layers, one relative-position table per stack (bidirectional in the encoder, causal in the
 decoder), a shared `token_embedder`, untied `logits_dense` unless `logits_via_embedding`.
 
 With `T5Config.box_embedding` the encoder also reads `encoder_input_boxes [B, S, 4]` (one OCR

@@ -5,7 +5,7 @@
         [--value-labels 14]
 
 writes `DIR/png/<index>.png` (1280 x 960 RGBA, as the release), `DIR/json_gt/<index>.json` (the
-official task1-task6 JSON, corpora reference §3.3) and `DIR/tables/<index>.txt` (the chart's
+official task1-task6 JSON, docs/corpora.md §3.3) and `DIR/tables/<index>.txt` (the chart's
 table in DePlot's linearized format, `chartjax.data.tables`). Each chart draws everything from
 its own `SeedSequence(seed, spawn_key=(index,))`, so the output is byte-identical for a seed
 whatever the worker count. `--size`, `--max-categories`, `--max-topics`, `--max-series` (smaller

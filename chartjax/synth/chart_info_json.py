@@ -1,4 +1,4 @@
-"""The official ICDAR 2019 CHART-Infographics synthetic JSON layout (corpora reference §3.3).
+"""The official ICDAR 2019 CHART-Infographics synthetic JSON layout (docs/corpora.md §3.3).
 
 Task k's "input" repeats the outputs its official counterpart repeats (tasks 2: 1; 3, 4, 5: 1-2;
 6: 1-5, as in every `adobe-research/CHART-Synthetic` sample). Pie and donut files keep all six

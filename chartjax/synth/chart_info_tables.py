@@ -16,7 +16,7 @@ from matplotlib import cbook
 
 from chartjax.data import tables
 
-# The ten 2019 class names, exact case (corpora reference §3.3).
+# The ten 2019 class names, exact case (docs/corpora.md §3.3).
 PIE = "Pie"
 DONUT = "Donut"
 VBOX = "Vertical box"

@@ -1,6 +1,6 @@
 """Generate a FigureQA-style corpus in the official release layout (Kahou et al., 2017).
 
-Layout written under `out_dir` (reference corpora.md §4.2-4.5):
+Layout written under `out_dir` (docs/corpora.md §4.2-4.5):
 
     train1/            png/<i>.png  qa_pairs.json  annotations.json   (colour scheme 1)
     validation1/       same, scheme 1             validation2/  same, scheme 2 (alternated)

@@ -1,6 +1,6 @@
 """Source data of FigureQA-style figures: colours, colour schemes and per-type data sampling.
 
-Follows Kahou et al. 2017, Table 1 (reference corpora.md §4.8): vertical/horizontal bars with
+Follows Kahou et al. 2017, Table 1 (docs/corpora.md §4.8): vertical/horizontal bars with
 2-10 bars shaped uniform random / linear / bell; line and dot-line plots with 2-7 curves of
 5-20 points shaped linear / linear with noise / quadratic; pies with 2-7 slices. Values are
 drawn uniformly within parameter-limited ranges. Data whose question answers would hinge on a

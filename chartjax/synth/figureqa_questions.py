@@ -1,6 +1,6 @@
 """FigureQA's 15 question templates, their answers from source data, and yes/no balancing.
 
-Templates and ids as the release (reference corpora.md §4.4); which figure types they apply to as
+Templates and ids as the release (docs/corpora.md §4.4); which figure types they apply to as
 the paper's Table 2. Definitions implemented (all from the source data, never from pixels):
 
 - minimum / maximum (0, 1): the element with the smallest / largest value (bar value, pie span).

@@ -2,7 +2,7 @@
 
 Boxes come from matplotlib's own geometry after the draw (renderer window extents and artist
 transforms), converted to image pixels with y = 0 at the top, in the real-file shape of
-FigureQA's `annotations.json` (reference corpora.md §4.5).
+FigureQA's `annotations.json` (docs/corpora.md §4.5).
 """
 
 from __future__ import annotations

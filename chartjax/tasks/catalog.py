@@ -3,7 +3,9 @@
 * `get_task(name)`: the training/evaluation Task (`train.task = "figureqa"` in gin; each
   factory is gin-configurable under its own name, e.g. `figureqa_task.image_size`).
 * `inference(name)`: the InferenceSpec behind `chartjax-infer --task NAME`.
-* `scorer(name)`: the FileScorer behind `chartjax-score --task NAME` (DESIGN.md §8 names).
+* `scorer(name)`: the FileScorer behind `chartjax-score --task NAME` (docs/design.md §8 names).
+* `data_provenance(name, builder_dir, split)`: what a task's build records of a split that a
+  metrics.json should carry (ChartCheck: which test set 2 it holds).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from chartjax.tasks import (
     chart_to_text_records,
     chartcheck,
     chartcheck_classifier,
+    chartcheck_test_sets,
     chartqa,
     deplot,
     figureqa,
@@ -63,6 +66,16 @@ SCORERS: dict[str, FileScorer] = {
         chartqa.SCORER,
     )
 }
+
+
+# task -> (builder_dir, split) -> {provenance.libraries key: value}
+DATA_PROVENANCE = {"chartcheck": chartcheck_test_sets.test_set_provenance}
+
+
+def data_provenance(name: str, builder_dir: str, split: str) -> dict[str, str]:
+    """What `name`'s build at `builder_dir` says of `split` for the provenance ({} if nothing)."""
+    fn = DATA_PROVENANCE.get(name)
+    return fn(builder_dir, split) if fn else {}
 
 
 def get_task(name: str) -> Task:

@@ -32,7 +32,7 @@ from chartjax.tasks.task import FileScorer, ScoreInputs, Task, describe
 
 MODES = ("task1", "task3", "task6b")
 # Normalized class names (tfds_builders/chart_info/annotations.normalize_chart_type of the
-# official strings, corpora reference §3.3-3.4).
+# official strings, docs/corpora.md §3.3-3.4).
 CLASSES = {
     "synthetic_2019": (
         "pie",
@@ -65,7 +65,7 @@ CLASSES = {
         "heatmap",
     ),
 }
-# Synthetic roles first (metrics reference §3.3), then the PMC additions.
+# Synthetic roles first (docs/metrics.md §3.3), then the PMC additions.
 ROLES = (
     "chart_title",
     "axis_title",

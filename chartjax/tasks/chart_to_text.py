@@ -25,7 +25,7 @@ Modes (one per kind of row of the paper's Table 4 that chartjax models can run):
              needs T5Config.box_embedding. A chart without a bbox file reads Pew's
              data/<id>.txt (Statista: no OCR text) with zero boxes.
   image      Pix2Struct / MatCha: the chart image alone (no header) -> summary. MatCha's
-             chart-to-text fine-tuning format is not public (corpora.md §5.3): [unverified].
+             chart-to-text fine-tuning format is not public (docs/corpora.md §5.3): [unverified].
   deplot_t5  as tab_t5 with the table DePlot predicted for the chart (`tables_file`, a
              predictions.jsonl of `chartjax-infer --task deplot --tfds chart_to_text/<config>:
              <split>`), parsed and written in `table_format`: our stand-in for the paper's
@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 
 import gin
+import numpy as np
 
 from chartjax.data import sources, tables
 from chartjax.metrics import prediction_files
@@ -238,8 +239,6 @@ def box_features(task: Task, features) -> Task:
     are recomputed with them, equal to the plain prompt's."""
     import dataclasses
 
-    import tensorflow as tf
-
     from chartjax.data import vocab as vocab_lib
 
     vocab = vocab_lib.open_vocabulary(features.vocab_file)
@@ -250,20 +249,18 @@ def box_features(task: Task, features) -> Task:
         )
     length = features.max_input_len
 
-    def boxes_py(prompt, meta):
-        spans = [(int(s), int(e), box) for s, e, *box in json.loads(meta)["ocr_boxes"]]
-        return ocr_boxes.token_boxes(vocab.sp, prompt.decode("utf-8"), spans, length)
-
     def make(keep_host):
         base = task.features(keep_host)
 
         def fn(rec):
             out = base(rec)
-            tokens, boxes = tf.numpy_function(
-                boxes_py, [rec["prompt"], rec["meta"]], (tf.int32, tf.float32), stateful=False
+            meta = json.loads(sources.as_python(rec["meta"]))
+            spans = [(int(s), int(e), box) for s, e, *box in meta["ocr_boxes"]]
+            tokens, boxes = ocr_boxes.token_boxes(
+                vocab.sp, sources.as_python(rec["prompt"]), spans, length
             )
-            out["encoder_input_tokens"] = tf.ensure_shape(tokens, [length])
-            out["encoder_input_boxes"] = tf.ensure_shape(boxes, [length, 4])
+            out["encoder_input_tokens"] = np.asarray(tokens, np.int32)
+            out["encoder_input_boxes"] = np.asarray(boxes, np.float32)
             return out
 
         return fn

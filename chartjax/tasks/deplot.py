@@ -1,6 +1,6 @@
 """DePlot (Liu et al. 2023): chart image -> its data table as linearized text.
 
-The prompt "Generate underlying data table of the figure below:" (models reference §2.1) is
+The prompt "Generate underlying data table of the figure below:" (docs/models.md §2.1) is
 rendered as a header above the chart; the target is the table in DePlot's linearized format
 (`chartjax.data.tables`: rows joined by newlines, which the vocabulary byte-falls back to
 `<0x0A>`, cells by " | ", a first line "TITLE | <title>"). Scores: RMS precision/recall/F1 and

@@ -3,20 +3,21 @@
 Preprocessing follows the paper (§5: "We resize the longer side of each image to 256 pixels,
 preserving the aspect ratio; images are then padded with zeros to size 256 x 256. For data
 augmentation, we use the common scheme of padding images (to size 264 x 264) and then randomly
-cropping them back") and the baselines' public implementation (models reference §4): the image
+cropping them back") and the baselines' public implementation (docs/models.md §4): the image
 is resized keeping its aspect ratio so that its longer side is image_size (bilinear), then
 zero-padded to a square, centred as the co-author's `resize_image_with_crop_or_pad` does
 (`pad_position="center"`; the paper does not say where, `"top_left"` pads right and below).
 With `train_pad` (the paper: 8), training examples are padded by that many pixels (centred) and
 randomly cropped back to image_size: a shift of the image by at most train_pad / 2 pixels each
 way, zeros where it moves away from the edge. The crop is stateless, seeded by `augment_seed`
-and the example's id, so it is the same under tf.data's parallel map and on resume; a question
+and the example's id, so it is the same in any loader worker and on resume; a question
 keeps its crop from epoch to epoch (the map sees no epoch counter), the questions of one figure
 (about 13) each have their own. Evaluation never crops.
 
 Each figure is decoded and preprocessed once per split (`image_fn`, into the image cache of
 chartjax/data/figure_images.py); the questions are read without their PNG, and each batch
-gathers its figures from the cache and crops them there (`_batch_fn`).
+gathers its figures from the cache and crops them there (`_batch_fn`, in the training process;
+the questions are tokenized in the loader's workers).
 
 Questions are lower-cased, split on spaces with `,` and `;` kept as tokens and `.`/`?` dropped,
 wrapped in <START>/<END>. The answer is a 2-way label (no, yes).
@@ -25,12 +26,14 @@ wrapped in <START>/<END>. The answer is a 2-way label (no, yes).
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 
 import gin
 import numpy as np
 
-from chartjax.data import figure_images
+from chartjax.data import figure_images, resize
+from chartjax.data.images import decode_image_bytes
 from chartjax.metrics import classification as cls_metrics
 from chartjax.metrics import figureqa as figureqa_metrics
 from chartjax.metrics.prediction_files import check_fields, field_of
@@ -77,9 +80,14 @@ def vocabulary(colors_file: str = COLORS_FILE) -> tuple[str, ...]:
     return SPECIALS + tuple(sorted(words))
 
 
+@functools.cache
+def _word_ids() -> dict[str, int]:
+    return {w: i for i, w in enumerate(vocabulary())}
+
+
 def tokenize_np(question: str, max_len: int) -> tuple[np.ndarray, int]:
-    """The host-side twin of the tf.data tokenizer (used by tests and inference)."""
-    index = {w: i for i, w in enumerate(vocabulary())}
+    """A question -> (tokens [max_len] int32, length): <START> words <END>, unknown words <UNK>."""
+    index = _word_ids()
     ids = [1] + [index.get(w, 3) for w in _words(question)] + [2]
     ids = ids[:max_len]
     out = np.zeros(max_len, np.int32)
@@ -92,85 +100,51 @@ QUESTION_KEYS = ("id", "question", "answer", "figure_type", "question_id")  # wh
 
 
 def image_fn(height: int, width: int, antialias: bool, pad_position: str = "center"):
-    """tf: a figure's encoded PNG -> its uint8 height x width input (decoded once per figure by
-    the image cache, chartjax/data/figure_images.py)."""
-    import tensorflow as tf
-
-    def fn(encoded):
-        img = tf.io.decode_png(encoded, channels=3)
-        img = tf.image.resize(
-            img, [height, width], method="bilinear", preserve_aspect_ratio=True, antialias=antialias
-        )
-        if pad_position == "center":
-            img = tf.image.resize_with_crop_or_pad(img, height, width)
-        else:
-            img = tf.image.pad_to_bounding_box(img, 0, 0, height, width)
-        return tf.ensure_shape(
-            tf.cast(tf.clip_by_value(tf.round(img), 0, 255), tf.uint8), [height, width, 3]
-        )
-
-    return fn
+    """A figure's encoded PNG -> its uint8 height x width input, as the baselines' TF code made
+    it (decoded once per figure by the image cache, chartjax/data/figure_images.py)."""
+    return functools.partial(_image, height, width, antialias, pad_position)
 
 
-def tokens_fn(max_len: int):
-    """tf: a batch [B] of questions -> (tokens [B, max_len] int32, lengths [B] int32), the
-    rule of `tokenize_np`. Vectorized over the batch: per question, tf's string ops cost more
-    than reading the record."""
-    import tensorflow as tf
-
-    vocab = vocabulary()
-    table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(tf.constant(vocab), tf.range(len(vocab))),
-        default_value=3,
-    )
-
-    def fn(questions):
-        q = tf.strings.lower(questions)
-        q = tf.strings.regex_replace(q, r"[?.]", "")
-        q = tf.strings.regex_replace(q, r"([,;])", r" \1 ")
-        ids = tf.ragged.map_flat_values(table.lookup, tf.strings.split(q))
-        ones = tf.ones_like(ids[:, :1])
-        ids = tf.concat([ones, ids, ones * 2], axis=1)[:, :max_len]
-        tokens = ids.to_tensor(default_value=0, shape=[None, max_len])
-        return tf.cast(tokens, tf.int32), tf.cast(ids.row_lengths(), tf.int32)
-
-    return fn
+def _image(height: int, width: int, antialias: bool, pad_position: str, encoded: bytes):
+    img = decode_image_bytes(encoded)
+    img = resize.resize(img, resize.aspect_size(*img.shape[:2], height, width), antialias)
+    img = resize.crop_or_pad(img, height, width, centre=pad_position == "center")
+    return resize.to_uint8(img)
 
 
-def question_fn(keep_meta: bool, *, train_pad: int = 0, augment_seed: int = 0):
-    """The tf.data map of one question: label and `crop_offset`, the (dy, dx) in [0, train_pad]
-    of its training crop (stateless: seeded by `augment_seed` and the id; zeros when
-    `keep_meta`, evaluation, or without train_pad). Passes the question (tokenized per batch by
-    `_batch_fn`) and `image_row` through."""
-    import tensorflow as tf
+def crop_offset(example_id, train_pad: int, augment_seed: int) -> np.ndarray:
+    """The (dy, dx) in [0, train_pad] of a question's training crop: drawn from
+    (augment_seed, a stable hash of its id), so the same in any worker and on resume."""
+    key = example_id.encode() if isinstance(example_id, str) else bytes(example_id)
+    digest = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+    rng = np.random.default_rng([augment_seed, digest])
+    return rng.integers(0, train_pad + 1, 2).astype(np.int32)
 
+
+def question_fn(keep_meta: bool, *, train_pad: int = 0, augment_seed: int = 0, max_len: int = 24):
+    """The map of one question: tokens, label and `crop_offset`, the (dy, dx) of its training
+    crop (zeros when `keep_meta`, evaluation, or without train_pad); `image_row` passes
+    through. A top-level partial: it goes to the loader's worker processes."""
+    return functools.partial(_question, keep_meta, train_pad, augment_seed, max_len)
+
+
+def _question(keep_meta: bool, train_pad: int, augment_seed: int, max_len: int, ex: dict):
     crops = bool(train_pad) and not keep_meta
-
-    def fn(ex):
-        if crops:
-            seed = tf.stack(
-                [
-                    tf.constant(augment_seed, tf.int64),
-                    tf.strings.to_hash_bucket_fast(ex["id"], 2**62),
-                ]
-            )
-            offset = tf.random.stateless_uniform(
-                [2], seed=seed, minval=0, maxval=train_pad + 1, dtype=tf.int32
-            )
-        else:
-            offset = tf.zeros([2], tf.int32)
-        out = {
-            "question": ex["question"],
-            "label": tf.maximum(tf.cast(ex["answer"], tf.int32), 0),
-            "crop_offset": offset,
-        }
-        if "image_row" in ex:
-            out["image_row"] = ex["image_row"]
-        if keep_meta:
-            out.update({k: ex[k] for k in QUESTION_KEYS})
-        return out
-
-    return fn
+    question = _str(ex["question"])
+    tokens, length = tokenize_np(question, max_len)
+    out = {
+        "question_tokens": tokens,
+        "question_length": np.int32(length),
+        "label": np.int32(max(int(ex["answer"]), 0)),
+        "crop_offset": (
+            crop_offset(ex["id"], train_pad, augment_seed) if crops else np.zeros(2, np.int32)
+        ),
+    }
+    if "image_row" in ex:
+        out["image_row"] = np.int64(ex["image_row"])
+    if keep_meta:
+        out.update({k: ex[k] for k in QUESTION_KEYS})
+    return out
 
 
 def _preprocess_fn(
@@ -188,78 +162,82 @@ def _preprocess_fn(
     computes them (`image_fn`, `question_fn`, then the crop the image cache's `images` does on
     the batch): the reference the tests and the GPU scripts' parity check read. The image is
     `image_height` x `image_size` (square when `image_height` is None)."""
-    import tensorflow as tf
-
     height, width = image_height or image_size, image_size
     image = image_fn(height, width, antialias, pad_position)
-    question = question_fn(keep_meta, train_pad=train_pad, augment_seed=augment_seed)
-    tokens = tokens_fn(max_len)
+    question = question_fn(
+        keep_meta, train_pad=train_pad, augment_seed=augment_seed, max_len=max_len
+    )
 
     def fn(ex):
         out = question(ex)
-        ids, n = tokens(out["question"][None])
-        out.update(question_tokens=ids[0], question_length=n[0])
-        if not keep_meta:
-            del out["question"]
         img = image(ex["image"])
         if train_pad and not keep_meta:
-            img = tf.image.resize_with_crop_or_pad(img, height + train_pad, width + train_pad)
-            dy, dx = out["crop_offset"][0], out["crop_offset"][1]
-            img = tf.image.crop_to_bounding_box(img, dy, dx, height, width)
+            padded = resize.crop_or_pad(img, height + train_pad, width + train_pad)
+            dy, dx = (int(v) for v in out["crop_offset"])
+            img = padded[dy : dy + height, dx : dx + width]
         del out["crop_offset"]
         return {"image": img, **out}
 
     return fn
 
 
-def _batch_fn(source, keep_host: bool, train_pad: int, shape: tuple[int, int, int], max_len: int):
-    """tf.data map of a batch: its questions tokenized, their figures' images gathered from
+def _batch_fn(source, keep_host: bool, train_pad: int):
+    """The map of a stacked batch, in the training process: its figures' images gathered from
     the cache and cropped."""
-    import tensorflow as tf
-
     pad = 0 if keep_host else train_pad
-    tokens = tokens_fn(max_len)
-
-    def gather(rows, offsets):
-        return source.images(rows, offsets, pad)
 
     def fn(batch):
         batch = dict(batch)
         rows, offsets = batch.pop("image_row"), batch.pop("crop_offset")
-        img = tf.numpy_function(gather, [rows, offsets], tf.uint8, stateful=False)
-        ids, n = tokens(batch["question"] if keep_host else batch.pop("question"))
-        batch.update(question_tokens=ids, question_length=n)
-        return {"image": tf.ensure_shape(img, [None, *shape]), **batch}
+        return {"image": source.images(rows, offsets, pad), **batch}
 
     return fn
 
 
 def evaluate(predictions, host, split) -> Evaluation:
-    """Accuracy, macro-F1 (+95% CI) overall, per figure type and per template; confusion."""
+    """Accuracy, macro-F1 (+95% CI) overall, per figure type and per template; confusion.
+
+    A split without answers (no_annot_test1/2 store -1) is predicted only: its rows have no
+    target and every metric is `unavailable`, saying so (the rows are what chartjax-score
+    scores against a key, or what is submitted)."""
     answers = np.asarray(host["answer"])
-    keep = answers >= 0  # no_annot splits have no answers
-    if not keep.any():
-        raise ValueError(f"split {split!r} has no answers: use `infer` for predictions only")
-    preds = [int(p) for p in np.asarray(predictions)[keep]]
-    targets = [int(t) for t in answers[keep]]
-    scores = figureqa_metrics.figureqa_scores(
-        preds,
-        targets,
-        figure_types=[_str(x) for x in np.asarray(host["figure_type"])[keep]],
-        question_ids=[str(int(x)) for x in np.asarray(host["question_id"])[keep]],
-    )
-    scores.breakdowns["confusion_matrix"] = cls_metrics.confusion_breakdown(
-        [ANSWERS[p] for p in preds], [ANSWERS[t] for t in targets], list(ANSWERS)
-    )
+    predicted = [int(p) for p in np.asarray(predictions)]
+    figure_types = [_str(x) for x in np.asarray(host["figure_type"])]
+    question_ids = [int(x) for x in np.asarray(host["question_id"])]
     rows = [
         {
             "id": _str(i),
             "input": _str(q),
-            "prediction": int(p),
-            **({"target": int(t)} if t >= 0 else {}),
+            "prediction": p,
+            "prediction_text": ANSWERS[p],
+            "figure_type": f,
+            "question_id": t,
+            **({"target": int(a)} if a >= 0 else {}),
         }
-        for i, q, p, t in zip(host["id"], host["question"], predictions, answers)
+        for i, q, p, a, f, t in zip(
+            host["id"], host["question"], predicted, answers, figure_types, question_ids
+        )
     ]
+    keep = answers >= 0  # no_annot splits have no answers
+    if not keep.any():
+        scores = figureqa_metrics.figureqa_scores(predicted, [None] * len(predicted))
+        why = (
+            f"split {split!r} has no answers (stored as -1): predictions only; score "
+            "predictions.jsonl against a key with chartjax-score --task figureqa"
+        )
+        scores.unavailable = dict.fromkeys(scores.unavailable, why)
+        return Evaluation(scores, rows)
+    preds = [p for p, k in zip(predicted, keep) if k]
+    targets = [int(t) for t in answers[keep]]
+    scores = figureqa_metrics.figureqa_scores(
+        preds,
+        targets,
+        figure_types=[f for f, k in zip(figure_types, keep) if k],
+        question_ids=[str(t) for t, k in zip(question_ids, keep) if k],
+    )
+    scores.breakdowns["confusion_matrix"] = cls_metrics.confusion_breakdown(
+        [ANSWERS[p] for p in preds], [ANSWERS[t] for t in targets], list(ANSWERS)
+    )
     return Evaluation(scores, rows)
 
 
@@ -312,11 +290,9 @@ def make_task(
         name="figureqa",
         source=source,
         features=lambda keep_host: question_fn(
-            keep_host, train_pad=train_pad, augment_seed=augment_seed
+            keep_host, train_pad=train_pad, augment_seed=augment_seed, max_len=max_question_len
         ),
-        batch_features=lambda keep_host: _batch_fn(
-            source, keep_host, train_pad, (height, width, 3), max_question_len
-        ),
+        batch_features=lambda keep_host: _batch_fn(source, keep_host, train_pad),
         loss=classification.softmax_xent_loss,
         predict=classification.argmax_predict,
         evaluate=evaluate,

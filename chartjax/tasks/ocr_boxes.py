@@ -1,6 +1,6 @@
 """OCR phrases of a chart in reading order, and one box per input token (Chart-to-Text).
 
-The Chart-to-Text release has one box per detected phrase, not per token (corpora.md §2.4:
+The Chart-to-Text release has one box per detected phrase, not per token (docs/corpora.md §2.4:
 `bboxes/<id>.json`, `[{"sentence", "bounding_box": [x_min, y_min, x_max, y_max]}]`, ints in
 image pixels with the origin at the top left and y growing downwards; [verified] for Pew,
 [inferred] for Statista). The paper's OCR-T5 with boxes "feeds the bounding box coordinates of

@@ -239,3 +239,165 @@ def test_score_cli_report_with_thumbnails_from_images(tmp_path):
     assert text.count("data:image/png;base64,") == 1 and 'src="metrics.png"' in text
     assert score.main([*args[:-1], "--report", str(tmp_path / "elsewhere.html")]) == 0
     assert (tmp_path / "elsewhere.html").exists()
+
+
+# ---------------------------------------------------------------- task views (issue 27 item 9)
+
+
+def _figureqa_rows():
+    return [
+        {"id": "6/0", "input": "Is Red the maximum?", "prediction": 1, "target": 1},
+        {"id": "6/1", "input": "Is Navy less than Red?", "prediction": "No.", "target": 1},
+        {"id": "7/0", "input": "Is Teal the roughest?", "prediction": 0},
+    ]
+
+
+def test_figureqa_report_shows_figures_templates_and_yes_no(tmp_path):
+    from chartjax.tasks import report_views
+    from chartjax.tasks.figureqa import TEMPLATES
+
+    figures = tmp_path / "png"
+    figures.mkdir()
+    _chart(figures / "6.png", "red")  # the release's png/<image_index>.png
+    rows = _figureqa_rows()
+    for row, qid in zip(rows, (1, 2, 9)):
+        row.update(question_id=qid, figure_type="vbar_categorical")
+    obj = report.build_metrics(
+        task="figureqa",
+        split="validation1",
+        step=3,
+        num_examples=2,
+        metrics={"accuracy": 0.5},
+        breakdowns={"question_template": {"1": {"accuracy": 1.0, "n": 1}}},
+    )
+    view = report_views.for_task("figureqa")
+    path = html_report.write_report(
+        tmp_path / "report.html",
+        obj,
+        rows,
+        view=view,
+        image_for=lambda row: html_report.find_image(row, [str(figures)], view),
+    )
+    text = open(path).read()
+    body = text.split("<table id='examples'>")[1]
+    # The figure of 6/0 and 6/1 (image 6), inlined; 7 has no file here.
+    assert body.count("data:image/png;base64,") == 2 and 'alt="chart 7/0"' not in body
+    # Answers as yes/no, compared as answers ("No." is no; 1 is yes).
+    cells = re.findall(r"<td>(yes|no)</td>", body)
+    assert cells == ["yes", "yes", "no", "yes", "no"]
+    assert re.findall(r'data-match="(\w+)"', body) == ["ok", "wrong", "none"]
+    # The template's text, under the question and in the breakdown.
+    assert "template 2: Is X less than Y?" in body
+    assert f"<td>1: {TEMPLATES[1].format(c1='X', c2='Y')}</td>" in text
+    assert "question_id=" not in body and "figure_type=vbar_categorical" in body
+
+
+def test_figureqa_view_reads_ids_and_answers():
+    from chartjax.tasks import report_views
+
+    view = report_views.FIGUREQA
+    assert view.image_stem({"id": "6/27"}) == "6" and view.image_stem({"id": "x"}) is None
+    assert [view.answer(v) for v in (0, 1, True, "Yes.", "maybe")] == [
+        "no",
+        "yes",
+        "yes",
+        "yes",
+        "maybe",
+    ]
+    assert view.group_label("question_template", "14") == "14: Does X intersect Y?"
+    assert view.group_label("figure_type", "pie") == "pie"
+    assert view.details({"question_id": 99}) is None
+
+
+def test_a_split_without_answers_is_reported_as_predictions_only(tmp_path):
+    from chartjax.tasks import report_views
+
+    obj = report.build_metrics(
+        task="figureqa",
+        split="no_annot_test1",
+        step=2,
+        num_examples=1,
+        metrics={},
+        unavailable={"accuracy": "split 'no_annot_test1' has no answers (stored as -1)"},
+    )
+    rows = [{"id": "0/0", "input": "Is Red the maximum?", "prediction": 1}]
+    text = open(
+        html_report.write_report(
+            tmp_path / "r.html", obj, rows, view=report_views.for_task("figureqa")
+        )
+    ).read()
+    assert "id='predictions-only'" in text and "no example has a target" in text
+    assert "has no answers (stored as -1)" in text
+    assert 'data-match="none"' in text and "<td>yes</td>" in text
+
+
+def _wide_deplot_rows():
+    header = ["Characteristic"] + [f"Share of respondents {y}" for y in range(2003, 2015)]
+    target = linearize(header, [["United States of America", *map(str, range(12))]], title="T")
+    small = linearize(["Year", "Sales"], [["2003", "40"]], title="Sales")
+    return [
+        {"id": "wide", "prediction": small, "target": target},
+        {"id": "empty", "prediction": "", "target": small},
+    ]
+
+
+def test_deplot_tables_keep_words_whole_and_scroll_sideways(tmp_path):
+    from chartjax.tasks import report_views
+
+    obj = report.build_metrics(
+        task="deplot", split="test", step=None, num_examples=2, metrics={"rms_f1": 0.5}
+    )
+    rows = _wide_deplot_rows()
+    path = tmp_path / "report.html"
+    html_report.write_report(path, obj, rows, view=report_views.for_task("deplot"))
+    text = path.read_text()
+    # The cells' style: never broken inside a word; each table in a box of its own that scrolls.
+    # (#examples td's own rule, which let "2003" break into "20 03", is less specific.)
+    cells = r"#examples table\.tbl td,#examples table\.tbl th\{[^}]*"
+    assert re.search(cells + "white-space:nowrap", text)
+    assert re.search(cells + "overflow-wrap:normal", text)
+    assert re.search(r"\.scroll\{overflow-x:auto", text)
+    assert text.count("<div class='scroll'><table class='tbl'>") == 3  # "" is no table
+    probe = (
+        "window.addEventListener('load',function(){"
+        "var cells=document.querySelectorAll('table.tbl td, table.tbl th'), hi=0, lo=1e9;"
+        "cells.forEach(function(c){var h=c.getBoundingClientRect().height;"
+        "hi=Math.max(hi,h);lo=Math.min(lo,h);});"
+        "var boxes=document.querySelectorAll('td.tables .scroll .scroll'), wide=0;"
+        "boxes.forEach(function(b){if(b.scrollWidth>b.clientWidth+10){wide++;}});"
+        "var td=document.querySelector('td.tables').getBoundingClientRect().width;"
+        "document.body.setAttribute('data-probe',[hi,lo,wide,td,window.innerWidth].join(','));});"
+    )
+    dom = _run_chromium(tmp_path, _with_probe(path, probe), "--dump-dom")
+    hi, lo, wide, td, window = map(float, re.search(r'data-probe="([^"]+)"', dom)[1].split(","))
+    assert hi < 1.5 * lo  # every cell one line high: no word broken or wrapped
+    assert wide >= 1  # the wide target table scrolls in its box
+    assert td < window  # the examples table stays inside the page
+
+
+def test_vacuous_rms_precision_is_marked_on_the_metric_and_the_row(tmp_path):
+    from chartjax.tasks import report_views
+
+    rows = _wide_deplot_rows()
+    rows.append({"id": "gone", "prediction": "", "target": "a | b", "missing": True})
+    obj = report.build_metrics(
+        task="deplot",
+        split="test",
+        step=None,
+        num_examples=3,
+        metrics={"rms_precision": 0.6, "rms_recall": 0.1, "rms_f1": 0.1},
+    )
+    path = html_report.write_report(
+        tmp_path / "r.html", obj, rows, view=report_views.for_task("deplot")
+    )
+    text = open(path).read()
+    metrics = text.split('<table id="metrics">')[1].split("</table>")[0]
+    precision = re.search(r"<td>rms_precision</td>(.*?)</tr>", metrics)[1]
+    assert "vacuous for 1 of 3 examples" in precision and "zero predicted cells" in precision
+    assert "vacuous" not in re.search(r"<td>rms_recall</td>(.*?)</tr>", metrics)[1]
+    body = text.split("<table id='examples'>")[1]
+    marked = [row for row in body.split("<tr ")[1:] if "vacuous:" in row]
+    assert len(marked) == 1 and ">empty<" in marked[0]  # the missing one scores 0, not 1
+    # Without the view (another task) nothing is marked.
+    plain = open(html_report.write_report(tmp_path / "p.html", obj, rows)).read()
+    assert "vacuous" not in plain.split("</style>")[1]

@@ -15,6 +15,7 @@ import tensorflow_datasets as tfds
 from chartjax import config as config_lib
 from chartjax import train as train_lib
 from chartjax.metrics import prediction_files, report
+from tests.test_run_log import _tb_scalars
 from tfds_builders.figureqa import figureqa as builder_mod
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -100,6 +101,18 @@ def test_two_steps_then_metrics_json(tmp_path, data_dir, recipe):
     report.validate_metrics(chosen)
     assert chosen["step"] == best and chosen["num_examples"] == 2
     assert chosen["metrics"] == out["selected"]["eval"]
+    # TensorBoard has both evaluations (issue 27 item 5), and the report the questions'
+    # figure and template text (item 9).
+    scalars = _tb_scalars(str(tmp_path))
+    accuracy = obj["metrics"]["accuracy"]
+    assert scalars["eval/validation1/accuracy"] == [(2, pytest.approx(accuracy))]
+    assert scalars["eval_best/validation1/accuracy"] == [
+        (best, pytest.approx(chosen["metrics"]["accuracy"]))
+    ]
+    assert {"train/loss", "eval/validation1/macro_f1"} <= set(scalars)
+    html = (mdir / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2  # the one figure of both questions
+    assert "<td>1: Is X the maximum?</td>" in html
 
 
 def _bound(recipe):

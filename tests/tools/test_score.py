@@ -614,3 +614,38 @@ def test_a_figureqa_reference_that_is_not_an_answer_is_refused(tmp_path, capsys,
         tmp_path, "--task", "figureqa", "--predictions", str(preds), "--references", str(ok)
     )
     assert rc == 0 and metrics["metrics"]["accuracy"] == 1.0
+
+
+def test_chartcheck_test_two_from_a_build_names_its_test_set_and_compat_picks_the_metrics(
+    tmp_path,
+):
+    """The metrics.json of a test_two score says which test set 2 the build holds (issue 30,
+    item 1); --compat matcha_test scores explanations as matcha_test.py did (item 6)."""
+    import os
+    from pathlib import Path
+
+    import tensorflow_datasets as tfds
+
+    from tfds_builders.chartcheck.chartcheck import Builder
+
+    manual = Path(__file__).resolve().parents[2] / "tfds_builders" / "chartcheck" / "dummy_data"
+    for name, folder in (("release", manual), ("paper", manual / "paper_era")):
+        data_dir = tmp_path / name
+        Builder(data_dir=os.fspath(data_dir)).download_and_prepare(
+            download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(folder))
+        )
+        rows = [
+            {"id": f"test_two:{i}", "prediction": "Yes. Explanation: Votes rising."}
+            for i in (["0", "198 qq", "2"] if name == "release" else ["0", "1", "2"])
+        ]
+        preds = _jsonl(tmp_path / f"{name}.jsonl", rows)
+        rc, obj, _ = _run(
+            tmp_path,
+            *("--task", "chartcheck", "--predictions", preds, "--compat", "matcha_test"),
+            *("--references", "tfds:chartcheck:test_two", "--data_dir", os.fspath(data_dir)),
+        )
+        assert rc == 0
+        libraries = obj["provenance"]["libraries"]
+        version = "reannotated_2024" if name == "release" else "paper_2023"
+        assert libraries["chartcheck_test_two"].startswith(version)
+        assert libraries["chartcheck_explanations"].startswith("matcha_test")

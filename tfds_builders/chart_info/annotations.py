@@ -1,6 +1,6 @@
 """Parsing one CHART-Info annotation file into example features (pure Python + numpy).
 
-One parser for both layouts (corpora.md §3.3-§3.5): text blocks carry `bb` (2019 synthetic) or
+One parser for both layouts (docs/corpora.md §3.3-§3.5): text blocks carry `bb` (2019 synthetic) or
 `polygon` (PMC); chart types are capitalized (2019) or lower-case (PMC); box-plot series are a
 dict (2019) or a list with `x` (PMC); `scatter points` is flat (2019) or per series (PMC). A task
 whose entry is missing, `null`, test-mode (no `output`) or has an empty output `{}` (2019 pie and

@@ -1,6 +1,6 @@
 """ICDAR 2019 CHART-Infographics / CHART-Info 2020-2022 as TFDS, one example per chart.
 
-`manual_dir` is the release root of one layout (DESIGN.md §8; formats: corpora.md §3):
+`manual_dir` is the release root of one layout (docs/design.md §8; formats: docs/corpora.md §3):
   * `synthetic_2019`: `png/<index>.png` + `json_gt/<index>.json` (the 2019 Adobe synthetic set,
     also what `chartjax-synth chart_info` writes); sub-folders below png/ and json_gt/ (the
     `reorganize_synthetic.py` layout) are searched too. Example id: the annotation file's stem.

@@ -1,7 +1,7 @@
 """Chart-to-Text (Statista, Pew) as TFDS, read from the repository layout of vis-nlp/Chart-to-text.
 
-`manual_dir` is the repository root holding `statista_dataset/` and `pew_dataset/` (DESIGN.md
-§8; formats and quirks: corpora.md §2). Splits come from
+`manual_dir` is the repository root holding `statista_dataset/` and `pew_dataset/` (docs/design.md
+§8; formats and quirks: docs/corpora.md §2). Splits come from
 `<corpus>_dataset/dataset/dataset_split/{train,val,test}_index_mapping.csv`.
 
 Example id: `<config>/<File_No without .txt>`, e.g. `statista/two_col-21156`, `pew/two_col-1440`

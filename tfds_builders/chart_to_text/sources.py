@@ -1,4 +1,4 @@
-"""Reading the Chart-to-Text repository layout (pure Python; corpora.md §2).
+"""Reading the Chart-to-Text repository layout (pure Python; docs/corpora.md §2).
 
 Statista file names are the split's numbers (`two_col-21156.txt` -> `dataset/imgs/21156.png`,
 `multi_col-K` -> `dataset/multiColumn/`); Pew files were renumbered, so Pew split names (old ids)

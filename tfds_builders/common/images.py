@@ -1,8 +1,8 @@
 """Image decoding for the builders: PIL -> RGB (transparency composited on white) -> PNG bytes.
 
-PIL rather than TF: TF cannot decode TIFF (DESIGN.md §7), and chart corpora hold GIF, TIFF, JPEG
-and PNG files with palette, alpha and 16-bit modes. Wide greyscale (PIL modes 'I;16*' and 'I') is
-scaled by its bit depth, 0 .. 2**depth - 1 onto 0 .. 255, whatever the pixels hold.
+PIL rather than TF: TF cannot decode TIFF (docs/design.md §7), and chart corpora hold GIF, TIFF,
+JPEG and PNG files with palette, alpha and 16-bit modes. Wide greyscale (PIL modes 'I;16*' and 'I')
+is scaled by its bit depth, 0 .. 2**depth - 1 onto 0 .. 255, whatever the pixels hold.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """FigureQA as TFDS: one example per figure, read from the official release layout.
 
-`manual_dir` is the folder the user unpacked (DESIGN.md §8): it holds the split folders
+`manual_dir` is the folder the user unpacked (docs/design.md §8): it holds the split folders
 (`train1/`, `validation1/`, ...), each with `png/<image_index>.png`, `qa_pairs.json` and, except
-in the `no_annot_*` test splits, `annotations.json` (formats: corpora.md §4). The same layout is
-written by `chartjax-synth figureqa`.
+in the `no_annot_*` test splits, `annotations.json` (formats: docs/corpora.md §4). The same layout
+is written by `chartjax-synth figureqa`.
 
 An example is one figure: its PNG and its annotation once, and its questions as a `Sequence`
 (question, template id, answer, colours, and the question's position in `qa_pairs.json`), the
 layout of TFDS's own `clevr`. One example per question stored the PNG and the annotation with
 each of a figure's ~13 questions (17.6x the release's PNG bytes). Question ids stay
-`<image_index>/<question_index>` (DESIGN.md §8); chartjax/data/tfds_records.py expands a figure
+`<image_index>/<question_index>` (docs/design.md §8); chartjax/data/tfds_records.py expands a figure
 into its questions for every reader.
 
 The build streams: the split's JSON is read an item at a time (ijson) and spilled into one small
@@ -70,7 +70,7 @@ QA_KEYS = (
     "color2_id",
     "color2_rgb",
 )
-# Documented-but-not-real spellings -> the spelling real v1.0.0 files use (corpora.md §4.5).
+# Documented-but-not-real spellings -> the spelling real v1.0.0 files use (docs/corpora.md §4.5).
 _ANNOTATION_KEY_ALIASES = {
     "general_plot_data": "general_figure_info",
     "x_grid_lines": "x_gridlines",
@@ -329,7 +329,8 @@ def figure_example(
 def qa_rows(path: epath.Path, split: str) -> Iterator[dict[str, Any]]:
     """The rows of `qa_pairs.json`, streamed and checked; problems name the split, position
     and key."""
-    # The test splits were released without answers (corpora.md §4.4); elsewhere they are required.
+    # The test splits were released without answers (docs/corpora.md §4.4); elsewhere they are
+    # required.
     required = QA_KEYS if split.startswith("no_annot") else (*QA_KEYS, "answer")
     items = json_stream.array_items(path, "qa_pairs.item", "an object with a 'qa_pairs' list")
     for pos, row in enumerate(items):
@@ -395,7 +396,7 @@ def annotation_entries(path: epath.Path) -> Iterator[dict[str, Any]]:
 
 
 def normalize_annotation(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Maps both published annotation shapes onto one (corpora.md §4.5).
+    """Maps both published annotation shapes onto one (docs/corpora.md §4.5).
 
     Real v1.0.0 files double-nest `figure_info` (`{"bbox": {"bbox": {x, y, w, h}}}`) and spell
     `x_gridlines`; the format docs show a single `bbox` and `x_grid_lines`. What v1.0.1's
@@ -428,7 +429,7 @@ def _rename_keys(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
 def read_rgb_png(path: epath.Path, referenced_by: str = "") -> bytes:
     """Decodes an image with PIL, flattens it to RGB on white and returns PNG bytes.
 
-    PIL rather than TF: TF cannot decode every format/mode (DESIGN.md §7). Transparent pixels
+    PIL rather than TF: TF cannot decode every format/mode (docs/design.md §7). Transparent pixels
     are composited onto white, the figures' background, instead of dropping alpha. A PNG that
     already is 8-bit RGB without transparency is returned as read (after a full decode to prove
     it is readable): re-encoding it would cost more than the decode and change nothing.

@@ -1,1 +1,1 @@
-"""The benchmarks: programs that print one JSON object (DESIGN.md §6), never timed tests."""
+"""The benchmarks: programs that print one JSON object (docs/design.md §6), never timed tests."""

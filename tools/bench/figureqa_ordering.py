@@ -214,7 +214,7 @@ def model_configs(args, vocab_size: int) -> dict:
         dropout=args.dropout,
     )
     return {
-        # The paper's sizes as models reference §4: text-only 64-d embedding, MLP 512;
+        # The paper's sizes as docs/models.md §4: text-only 64-d embedding, MLP 512;
         # CNN+LSTM 32-d embedding, MLP 512; RN 64-d embedding, g/f 256.
         "text_only": rn.RNConfig(kind="text_only", f_dim=512, **common),
         "cnn_lstm": rn.RNConfig(kind="cnn_lstm", embed_dim=32, f_dim=512, **common),

@@ -1,6 +1,6 @@
 """(Re)writes the CHART-Info dummy releases in this folder: `python make_dummy_data.py`.
 
-Synthetic look-alikes (corpora.md §3.6) in the official schemas of corpora.md §3.3 / §3.4:
+Synthetic look-alikes (docs/corpora.md §3.6) in the official schemas of docs/corpora.md §3.3 / §3.4:
   synthetic_2019/  png/ + json_gt/: a grouped vertical bar (all six tasks, string x/y values),
                    a pie (tasks 2-6 with empty input/output), a vertical box (dict box data),
                    a line (pixel polylines) and a scatter (flat scatter points, float y,

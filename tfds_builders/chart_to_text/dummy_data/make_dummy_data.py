@@ -1,6 +1,6 @@
 """(Re)writes the Chart-to-Text dummy repository in this folder: `python make_dummy_data.py`.
 
-Synthetic look-alikes of vis-nlp/Chart-to-text files (corpora.md §2.6): Statista simple and
+Synthetic look-alikes of vis-nlp/Chart-to-text files (docs/corpora.md §2.6): Statista simple and
 multiColumn charts named by number, tokenized one-line titles/captions with trailing newlines,
 real-CSV tables (apostrophes, quoted commas, a missing cell), a Statista metadata.csv (columns
 [unverified]) for simple charts only; Pew charts renumbered (split files list old ids, joined

@@ -1,4 +1,5 @@
-"""Writes the FigureQA builder fixture (corpora.md §4.7): synthetic look-alikes, never real data.
+"""Writes the FigureQA builder fixture (docs/corpora.md §4.7): synthetic look-alikes, never real
+data.
 
 The real release is under the MSR Open Data License (no redistribution), so every value here is
 invented; only the structure follows the release. Images are tiny (12 wide × 8 high) and cover

@@ -1,0 +1,163 @@
+"""`chartjax.load(...).predict(...)` (issue 27 item 12) predicts what chartjax-infer writes to
+predictions.jsonl on the same inputs and settings, from every checkpoint format and a run
+workdir, and post-processes as the task does (DePlot tables as DataFrames). The tiny checkpoints,
+vocabulary and images are tests/test_infer.py's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import chartjax
+from tests import test_infer
+from tests.test_infer import COMMON, IMAGE_FILES, IMAGE_IDS, rows_of, run_infer
+
+# tests/test_infer.py's fixtures (module scope: built again for this module).
+work, vocab_file, ckpts, images = (
+    test_infer.work,
+    test_infer.vocab_file,
+    test_infer.ckpts,
+    test_infer.images,
+)
+p2s, t5_model = test_infer.p2s, test_infer.t5_model
+
+# chartjax-infer's COMMON flags as predict settings.
+SETTINGS = dict(max_decode_len=test_infer.MAX_LEN, max_patches=test_infer.MAX_PATCHES)
+
+
+def _infer_rows(capsys, tmp_path, *argv) -> list[dict]:
+    out = tmp_path / "infer_out"
+    run_infer(capsys, *argv, "--out", out, *COMMON)
+    return rows_of(out)
+
+
+def test_import_chartjax_stays_light():
+    script = (
+        "import sys, chartjax; load = chartjax.load; "
+        "print(sorted(m for m in ('jax', 'flax', 'tensorflow') if m in sys.modules))"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
+@pytest.fixture(scope="module")
+def deplot_run(ckpts, vocab_file, tmp_path_factory) -> str:
+    """The tiny Pix2Struct train run, its config.gin naming the vocabulary and the DePlot task,
+    as a DePlot recipe's would."""
+    run = tmp_path_factory.mktemp("api") / "run"
+    shutil.copytree(ckpts["run"], run)
+    with open(run / "config.gin", "a") as f:
+        f.write(f"\nFeatures.vocab_file = '{vocab_file}'\ntrain.task = 'deplot'\n")
+    return str(run)
+
+
+def test_deplot_predictions_equal_chartjax_infer_from_each_format(
+    ckpts, deplot_run, vocab_file, images, tmp_path, capsys
+):
+    want = _infer_rows(
+        capsys, tmp_path, "--task", "deplot", "--checkpoint", ckpts["t5x"], "--vocab",
+        vocab_file, "--images", images,
+    )  # fmt: skip
+    want = [{k: v for k, v in r.items() if k != "table_file"} for r in want]
+    paths = [os.path.join(images, IMAGE_FILES[i]) for i in IMAGE_IDS]
+    for path, options in [
+        (deplot_run, {}),  # task and vocabulary from the run's config.gin
+        (ckpts["t5x"], {"task": "deplot", "vocab": vocab_file}),
+        (ckpts["hf"], {"task": "deplot", "vocab": vocab_file}),
+        (ckpts["chartjax"], {"task": "deplot", "vocab": vocab_file}),
+    ]:
+        model = chartjax.load(path, dtype="float32", **options)
+        assert model.task == "deplot"
+        rows = model.predict_rows(paths, batch_size=2, **SETTINGS)
+        assert [r["id"] for r in rows] == ["0", "1", "2"]
+        assert [{**r, "id": w["id"]} for r, w in zip(rows, want)] == want, path
+
+    # Images in memory (PIL, arrays, bytes) are the same pixels; one input gives one output.
+    pil = [Image.open(p) for p in paths]
+    same = [pil[0], np.asarray(pil[1].convert("RGB")), open(paths[2], "rb").read()]
+    frames = model.predict(same, batch_size=2, **SETTINGS)
+    assert [f.attrs["title"] for f in frames] == [w["table"]["title"] for w in want]
+    for frame, w in zip(frames, want):
+        width = frame.shape[1]
+        assert [list(r) for r in frame.itertuples(index=False)] == [
+            r + [""] * (width - len(r)) for r in w["table"]["rows"]
+        ]
+    one = model.predict_rows(pil[0], batch_size=2, **SETTINGS)
+    assert isinstance(one, list) and one[0]["prediction"] == want[0]["prediction"]
+    assert model.predict(paths[1], **SETTINGS).attrs["title"] == want[1]["table"]["title"]
+
+
+def test_text_predictions_equal_chartjax_infer(ckpts, vocab_file, tmp_path, capsys):
+    rows = [
+        {"id": "c1", "claim": "Votes rose.", "caption": "Votes 2019", "target": "Yes"},
+        {"id": "c2", "claim": "Sales fell.", "caption": "Sales", "target": "No"},
+        {"id": "c3", "claim": "Prices %", "caption": "Prices"},
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    template = "claim: {claim} caption: {caption}"
+    want = _infer_rows(
+        capsys, tmp_path, "--task", "text", "--checkpoint", ckpts["t5_hf"], "--vocab",
+        vocab_file, "--inputs", src, "--template", template, "--max_input_len", 16,
+    )  # fmt: skip
+    model = chartjax.load(ckpts["t5_hf"], vocab=vocab_file, dtype="float32")
+    assert model.task == "text"  # a T5's default
+    got = model.predict_rows(rows, template=template, batch_size=2, max_input_len=16, **SETTINGS)
+    assert got == want
+    texts = [template.format(**r) for r in rows]  # a text is the prompt itself
+    assert model.predict(texts, batch_size=2, max_input_len=16, **SETTINGS) == [
+        r["prediction"] for r in want
+    ]
+
+
+def test_errors_name_what_is_missing(ckpts, vocab_file):
+    with pytest.raises(ValueError, match="give task="):
+        chartjax.load(ckpts["t5x"], vocab=vocab_file)
+    with pytest.raises(ValueError, match="carries no tokenizer files: give vocab="):
+        chartjax.load(ckpts["t5x"], task="deplot")
+    with pytest.raises(ValueError, match="needs a T5 / Flan-T5 or BART"):
+        chartjax.load(ckpts["t5x"], task="text", vocab=vocab_file)
+    model = chartjax.load(ckpts["t5x"], task="chartqa", vocab=vocab_file, dtype="float32")
+    with pytest.raises(ValueError, match="needs fields \\['question'\\]"):
+        model.predict("chart.png")
+    with pytest.raises(TypeError, match="unknown predict settings \\['beams'\\]"):
+        model.predict({"image": "chart.png", "question": "Q?"}, beams=2)
+
+
+def test_classifier_predictions_equal_chartjax_infer(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from chartjax.interop import tiny_hf
+
+    ckpt = tiny_hf.tiny_checkpoint("deberta", str(tmp_path / "deberta"))
+    rows = [
+        {
+            "id": "a",
+            "claim": "Coal is the second-lowest source.",
+            "table": "Year | Value\n2019 | 12.5",
+        },
+        {"id": "b", "claim": "Hydro contributes 36%.", "table": "Q1 | Q2\n1,200 | 3,400"},
+    ]
+    src = tmp_path / "claims.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    want = _infer_rows(
+        capsys, tmp_path, "--task", "classify", "--checkpoint", ckpt, "--inputs", src,
+        "--template", "{claim}", "--pair_template", "{table}", "--max_input_len", 32,
+    )  # fmt: skip
+    model = chartjax.load(ckpt, dtype="float32")
+    assert model.task == "classify"  # a DeBERTa's default; its own tokenizer files
+    options = dict(template="{claim}", pair_template="{table}", max_input_len=32, batch_size=2)
+    assert model.predict_rows(rows, **options) == want
+    assert model.predict(rows, **options) == [
+        {"label": w["prediction"], "scores": w["scores"]} for w in want
+    ]
