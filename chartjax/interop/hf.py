@@ -567,7 +567,7 @@ def save(model, path: str, *, safe_serialization: bool = True, labels=None) -> N
     `LABEL_<i>`). BART also gets the generation_config.json of its forced BOS/EOS rules."""
     mt = _family_of_model(model)
     if mt is not None:
-        from chartjax.interop import hf_tapas
+        from chartjax.interop import hf_name_map
 
         fam = _family(mt)
         config = fam.config_to_hf(model.cfg)
@@ -577,7 +577,7 @@ def save(model, path: str, *, safe_serialization: bool = True, labels=None) -> N
             config["id2label"] = {str(i): str(n) for i, n in enumerate(labels)}
             config["label2id"] = {str(n): i for i, n in enumerate(labels)}
         extra = {"generation_config.json": fam.generation_config(model.cfg)} if mt == "bart" else {}
-        hf_tapas.write_dir(
+        hf_name_map.write_dir(
             path,
             config,
             fam.to_hf_state_dict(model),

@@ -3,7 +3,7 @@
 The one chartjax `token_embedder` is HF's tied `model.shared`, `model.{encoder,decoder}.
 embed_tokens` and `lm_head` (any one of them may be the stored copy; all four are written);
 `final_logits_bias [1, vocab]` is a buffer (`bart.Buffer`). Linear weights are transposed. The
-machinery is hf_tapas's.
+machinery is hf_name_map's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from flax import nnx
 
 from chartjax.interop.hf_files import check_ints
-from chartjax.interop.hf_tapas import (
+from chartjax.interop.hf_name_map import (
     Path,
     leaf,
     load_state_dict,

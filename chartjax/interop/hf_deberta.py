@@ -3,7 +3,7 @@
 Names as HF's `state_dict` (`deberta.embeddings.*`, `deberta.encoder.layer.{i}.*`,
 `deberta.encoder.rel_embeddings`, `deberta.encoder.LayerNorm` (relative-embedding norm),
 `deberta.encoder.conv.*`, `pooler.dense`, `classifier`); Linear weights are transposed, the
-Conv1d kernel `[out, in/groups, k]` becomes `[k, in/groups, out]`. The machinery is hf_tapas's.
+Conv1d kernel `[out, in/groups, k]` becomes `[k, in/groups, out]`. The machinery is hf_name_map's.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 from flax import nnx
 
 from chartjax.interop.hf_files import check_ints
-from chartjax.interop.hf_tapas import (
+from chartjax.interop.hf_name_map import (
     Path,
     bert_layer_name,
     leaf,

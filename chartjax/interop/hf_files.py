@@ -3,7 +3,7 @@ with errors that name the file: `config.json` (invalid JSON, a field of the wron
 weight files (`model.safetensors`, or the shards `model.safetensors.index.json` lists; else the
 same for `pytorch_model.bin`), and the check that a model took every tensor of them.
 
-Shared by hf.py (T5, Pix2Struct) and hf_tapas.py (TAPAS, DeBERTa, BART).
+Shared by hf.py (T5, Pix2Struct) and hf_name_map.py (TAPAS, DeBERTa, BART).
 """
 
 from __future__ import annotations

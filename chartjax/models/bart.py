@@ -29,9 +29,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.layers import attention_inputs, constrain
-from chartjax.models.model_configs import check_attention_impl
-from chartjax.models.tapas import (
+from chartjax.models.bert_blocks import (
     SUPPORTED_ACTIVATIONS,
     Attention,
     Embedding,
@@ -42,6 +40,8 @@ from chartjax.models.tapas import (
     key_padding_inputs,
     refuse,
 )
+from chartjax.models.layers import attention_inputs, constrain
+from chartjax.models.model_configs import check_attention_impl
 
 Cache = dict[str, Any]
 ACT = ("batch", "length", "embed")

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chartjax.models.bert_blocks import Embedding
 from chartjax.models.record_seq2seq import (
     COLUMN,
     HEADER,
@@ -39,7 +40,6 @@ from chartjax.models.record_seq2seq import (
     DataToTextConfig,
     RecordSeq2Seq,
 )
-from chartjax.models.tapas import Embedding
 
 
 class Chart2Text(RecordSeq2Seq):

@@ -29,9 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from chartjax.models.layers import attention_core, constrain
-from chartjax.models.model_configs import check_attention_impl
-from chartjax.models.tapas import (
+from chartjax.models.bert_blocks import (
     SUPPORTED_ACTIVATIONS,
     Embedding,
     FeedForward,
@@ -45,6 +43,8 @@ from chartjax.models.tapas import (
     param,
     refuse,
 )
+from chartjax.models.layers import attention_core, constrain
+from chartjax.models.model_configs import check_attention_impl
 
 ACT = ("batch", "length", "embed")
 POS_ATT_TYPES = ("c2p", "p2c")

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chartjax.models.bert_blocks import Embedding
 from chartjax.models.record_seq2seq import (
     ROW,
     DataToTextConfig,
@@ -26,7 +27,6 @@ from chartjax.models.record_seq2seq import (
     header_words,
     value_words,
 )
-from chartjax.models.tapas import Embedding
 
 
 class FieldInfuse(RecordSeq2Seq):

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chartjax.models import bart
+from chartjax.models.bert_blocks import dense, key_padding_inputs
 from chartjax.models.layers import constrain
-from chartjax.models.tapas import dense, key_padding_inputs
 
 # Columns of one record row of `encoder_input_tokens`.
 PRESENT, VALUE, HEADER, COLUMN, ROW = 0, 1, 2, 3, 4

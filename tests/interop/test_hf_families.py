@@ -45,9 +45,9 @@ def ckpts(tiny_hf_checkpoints, tmp_path_factory):
 
 
 def _tensors(path):
-    from chartjax.interop import hf_tapas
+    from chartjax.interop import hf_name_map
 
-    return hf_tapas.read_tensors(path)
+    return hf_name_map.read_tensors(path)
 
 
 def _convert(capsys, *argv):
