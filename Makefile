@@ -61,6 +61,9 @@ bench: $(STAMP)
 		--types "Grouped vertical bar" --size 480x360 --max_series 1 --value_labels 16 \
 		--prompt none --steps 1800 --budget_s 100000 --eval_every 600
 	$(PY) -m chartjax.tools.bench.t5_summary --out runs/bench_t5_summary
+	$(PY) -m chartjax.tools.bench.remat_memory --out bench_remat_memory.json
+	$(PY) -m chartjax.tools.bench.peft --batch 2 --patches 64 --input_len 64 --target_len 16 --out bench_peft.json
+	$(PY) -m chartjax.tools.bench.packing --out bench_packing.json
 
 clean:
 	rm -rf $(VENV) demo_out .pytest_cache

@@ -52,7 +52,7 @@ def load(
     dtype: str = "auto",
 ) -> Model:
     """The model at `path`: a T5X, HF or chartjax checkpoint directory, a train run's step
-    folder, or its workdir (the latest step).
+    folder, or its workdir (the latest step); a LoRA run's adapters merged into its weights.
 
     task: a `chartjax-infer --task` name; default: `classify` for DeBERTa / TAPAS, `text` for
       T5 / BART, for an image model the task of the run that trained it (DePlot, ChartCheck),

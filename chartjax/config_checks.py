@@ -82,6 +82,16 @@ def mesh_shape(v) -> str | None:
     return None if ok else "must be a tuple of positive integers (at most one -1)"
 
 
+def step_range(v) -> str | None:
+    ok = (
+        isinstance(v, (tuple, list))
+        and len(v) == 2
+        and all(_is_int(s) and s > 0 for s in v)
+        and v[0] <= v[1]
+    )
+    return None if ok else "must be (first, last): 1-based update numbers, first <= last"
+
+
 def check(configurable: str, settings: dict[str, tuple[Any, Rule]]) -> None:
     """Raises ConfigError listing every `name: (value, rule)` the rule refuses, one line each,
     as `configurable.name = value: problem` (the binding a user writes to fix it)."""

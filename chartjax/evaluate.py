@@ -23,6 +23,7 @@ import sys
 
 import gin
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.experimental import multihost_utils
@@ -54,6 +55,30 @@ def make_predict_fn(model_def, task, state_shardings, mesh):
     )
 
 
+LOSS = "loss"  # the metric name of the teacher-forced validation loss (train.best_metric)
+
+
+def make_loss_fn(model_def, task, state_shardings, mesh):
+    """The jitted teacher-forced loss of a padded eval batch -> (sum over target tokens, number
+    of target tokens), both replicated. Padding rows (`_mask` False) get only padding targets,
+    so they count no token. Text-to-text tasks only (their loss reports `num_tokens`)."""
+
+    def loss(state, batch, mask):
+        model = model_def.merge(state["params"], state["model_state"])
+        if "decoder_target_tokens" not in batch:
+            raise checks.ConfigError(
+                f"train.best_metric = {LOSS!r}: {task.name} is not a text-to-text task; "
+                "select by one of its metrics instead"
+            )
+        pad = getattr(model.cfg, "pad_id", 0)
+        targets = jnp.where(mask[:, None], batch["decoder_target_tokens"], pad)
+        mean, aux = task.loss(model, {**batch, "decoder_target_tokens": targets}, train=False)
+        return mean * aux["num_tokens"], aux["num_tokens"]
+
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return jax.jit(loss, in_shardings=(state_shardings, None, None), out_shardings=replicated)
+
+
 def evaluate_split(
     task: Task,
     model_def: state_lib.ModelDef,
@@ -68,15 +93,20 @@ def evaluate_split(
     checkpoint: str | None = None,
     predict=None,
     progress: bool = True,
+    loss_fn=None,
 ) -> dict:
     """Predicts `split`, scores it and writes `<out_dir>/<split>/step_<step>/` (metrics.json,
     predictions.jsonl, plots, report.html). Returns {"metrics", "breakdowns", "unavailable",
-    "num_examples", "predictions_only", "dir"} on process 0, {"metrics": {}} elsewhere."""
+    "num_examples", "predictions_only", "dir"} on process 0, {"metrics": {}} elsewhere.
+
+    `loss_fn` (make_loss_fn): also the teacher-forced loss per target token over the split,
+    as metric "loss" (the HF Trainer's `eval_loss`, which averages per-batch means instead)."""
     pid, nproc = jax.process_index(), jax.process_count()
     if predict is None:
         predict = make_predict_fn(model_def, task, jax.tree.map(lambda x: x.sharding, state), mesh)
     local = pipeline.local_batch_size(global_batch_size, nproc)
     columns: dict[str, list] = {}
+    loss_sum, loss_tokens = 0.0, 0.0
     bar = tqdm(
         pipeline.eval_batches(task, split, global_batch_size, pid, nproc),
         total=_num_batches(task, split, local, pid, nproc),
@@ -91,6 +121,10 @@ def evaluate_split(
     for batch in bar:
         inputs = pipeline.to_global(batch, mesh, rules, task.model_inputs)
         preds = np.asarray(jax.device_get(predict(state, inputs)))
+        if loss_fn is not None:
+            mask = pipeline.to_global({"_mask": batch["_mask"]}, mesh, rules, ("_mask",))
+            total, tokens = jax.device_get(loss_fn(state, inputs, mask["_mask"]))
+            loss_sum, loss_tokens = loss_sum + float(total), loss_tokens + float(tokens)
         mine = preds[pid * local : (pid + 1) * local]  # replicated output: take our rows
         keep = np.asarray(batch["_mask"], bool)
         columns.setdefault("_prediction", []).append(mine[keep])
@@ -105,6 +139,8 @@ def evaluate_split(
         return {"metrics": {}}
     predictions = cols.pop("_prediction")
     scores, rows = task.evaluate(predictions, cols, split)
+    if loss_fn is not None:
+        scores.metrics[LOSS] = loss_sum / max(loss_tokens, 1.0)
     # Nothing scored and no target anywhere: a split without answers, predicted only.
     predictions_only = not scores.metrics and not any("target" in r for r in rows)
     split_dir = os.path.join(out_dir, split, f"step_{step}")
@@ -204,24 +240,27 @@ def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict
     return {k: np.concatenate([part[k] for part in loaded]) for k in loaded[0]}
 
 
-def check_splits(task: Task, splits) -> None:
-    """Raises ConfigError, one line per split, for splits the task's built dataset lacks
-    (TFDS split strings: `validation1`, `train1[:10%]`, `a+b`). An indexed source (synthetic
-    tasks) serves every split name; a dataset that is not built is left to the reader to name."""
+def check_data(task: Task, splits, *, flag: str = "--split") -> None:
+    """Raises ConfigError before any model is built: one line when the task's dataset is not
+    built under its data_dir (naming the DATA_DIR binding), else one line per split the built
+    dataset lacks (TFDS split strings: `validation1`, `train1[:10%]`, `a+b`). An indexed
+    source (synthetic tasks) serves every split name."""
     builder = getattr(task.source, "builder", None)
-    if builder is None or not splits:
+    if builder is None:
         return
     try:
         known = list(builder().info.splits)
-    except FileNotFoundError:
-        return
+    except FileNotFoundError as err:
+        raise checks.ConfigError(
+            f"{err} (the recipes read DATA_DIR: --gin_bindings=\"DATA_DIR='/path/to/tfds'\")"
+        ) from None
     problems = []
     for split in splits:
         for name in re.split(r"\s*\+\s*", split):
             name = re.sub(r"\[.*\]$", "", name.strip())
             if name not in known:
                 problems.append(
-                    f"--split={split}: {task.name} has no split {name!r} (it has "
+                    f"{flag}={split}: {task.name} has no split {name!r} (it has "
                     f"{', '.join(known)}){checks.did_you_mean(name, known)}"
                 )
     if problems:
@@ -271,7 +310,7 @@ def evaluate(
     mesh = mesh_lib.make_mesh(mesh_shape)
     axis_rules = mesh_lib.axis_rules(rules)
     the_task = catalog.get_task(task)
-    check_splits(the_task, splits or ())
+    check_data(the_task, splits or ())
     spec, init_fn = state_lib.create(model_fn, optax.identity(), mesh, axis_rules, seed)
     if checkpoint is None:
         step = ckpt_lib.latest_step(workdir)

@@ -17,6 +17,7 @@ from flax import nnx
 
 from chartjax.interop import chartjax_ckpt
 from chartjax.interop.chartjax_ckpt import check_shapes
+from chartjax.models import lora
 
 __all__ = ["FORMATS", "apply", "check_shapes", "load_params", "pretrained_state"]
 
@@ -60,7 +61,7 @@ def _load_params(fmt: str, path: str, model_fn) -> dict:
     if fmt == "t5x":
         from chartjax.interop import t5x
 
-        model = nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0)))
+        model = _base_model(model_fn)
         t5x.load_params(model, path)  # checks every name and shape, streams the arrays
         return nnx.to_pure_dict(nnx.state(model, nnx.Param))
     if fmt == "hf":
@@ -71,11 +72,15 @@ def _load_params(fmt: str, path: str, model_fn) -> dict:
     # chartjax: a train-loop checkpoint step folder (<workdir>/checkpoints/<step>), or a
     # `chartjax-convert` params checkpoint (config.json + params/). Restored into the model's
     # own tree (int layer keys, local device), whatever devices wrote it.
-    model = nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0)))
-    like = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    like = nnx.to_pure_dict(nnx.state(_base_model(model_fn), nnx.Param))
     if os.path.isdir(os.path.join(path, chartjax_ckpt.PARAMS_DIR)):
         return chartjax_ckpt.read_params(path, like)
     return chartjax_ckpt.read_run_params(path, like)
+
+
+def _base_model(model_fn):
+    """`model_fn`'s model, abstract, without LoRA adapters: what a pretrained checkpoint holds."""
+    return lora.strip(nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0))))
 
 
 def apply(state: dict, params: dict, tx, shardings: dict) -> dict:
@@ -103,8 +108,11 @@ def pretrained_state(fmt: str, path: str, model_fn, spec, init_fn, tx) -> dict:
     if fmt == "chartjax_encoder":
         return encoder_state(path, spec, init_fn, tx)
     params, buffers = load_weights(fmt, path, model_fn)
+    state = init_fn()
+    # LoRA adapters start fresh: the checkpoint holds the base weights only.
+    params = lora.with_fresh_adapters(params, state["params"])
     check_shapes(params, spec.abstract["params"], path)
-    state = apply(init_fn(), params, tx, spec.shardings)
+    state = apply(state, params, tx, spec.shardings)
     if jax.tree.leaves(buffers):
         check_shapes(buffers, spec.abstract["model_state"], path)
         state["model_state"] = jax.device_put(

@@ -122,7 +122,8 @@ def create(
     abstract = jax.eval_shape(init_state)
     opt_axes = optax.tree_map_params(
         tx,
-        lambda _, ax: ax,
+        # A frozen parameter's place (chartjax/trainable.py) holds optax's leafless MaskedNode.
+        lambda v, ax: v if isinstance(v, optax.MaskedNode) else ax,
         abstract["opt_state"],
         params_axes,
         transform_non_params=lambda _: None,

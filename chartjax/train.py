@@ -25,12 +25,13 @@ from jax.sharding import NamedSharding, PartitionSpec
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config_checks as checks
 from chartjax import evaluate as eval_lib
-from chartjax import init_checkpoint, optim, plots, workdir_lock
+from chartjax import init_checkpoint, optim, plots, profiling, workdir_lock
 from chartjax import mesh as mesh_lib
 from chartjax import selection as selection_lib
 from chartjax import state as state_lib
+from chartjax import trainable as trainable_lib
 from chartjax.data import pipeline
-from chartjax.models import flops
+from chartjax.models import flops, lora
 from chartjax.run_log import RunLog
 from chartjax.tasks import catalog
 from chartjax.tasks.task import Task
@@ -41,12 +42,18 @@ def make_train_step(
     task: Task,
     tx: optax.GradientTransformation,
     sched: optax.Schedule,
+    labels: dict | None = None,
 ) -> Callable:
+    """`labels`: chartjax/trainable.py's TRAIN / FREEZE tree (None: every parameter trains);
+    `tx` must be wrapped with it (`trainable.wrap`)."""
+
     def train_step(state, batch):
         rng = jax.random.fold_in(jax.random.wrap_key_data(state["rng"]), state["step"])
 
         def loss_fn(params):
+            params = trainable_lib.stop_frozen(params, labels)
             model = model_def.merge(params, state["model_state"], rng)
+            lora.set_dropout(model, True)
             loss, aux = task.loss(model, batch, train=True)
             return loss, (aux, state_lib.split_model_state(model))
 
@@ -56,7 +63,9 @@ def make_train_step(
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         new_state = {
             "step": state["step"] + 1,
-            "params": optax.apply_updates(state["params"], updates),
+            "params": trainable_lib.keep_frozen(
+                optax.apply_updates(state["params"], updates), state["params"], labels
+            ),
             "opt_state": opt_state,
             "model_state": model_state,
             "rng": state["rng"],
@@ -109,11 +118,14 @@ def train(
     init_format: str = "random",
     init_path: str | None = None,
     progress: bool = True,
+    profile_steps: tuple[int, int] | None = None,
 ) -> dict:
     """Trains `model_fn` on `task`; returns the last logged metrics (and eval results).
 
     The best checkpoint (`<workdir>/best/`) is chosen by one of two rules: `best_metric`, on
-    the first eval split at each periodic evaluation, or `selection` (chartjax/selection.py),
+    the first eval split at each periodic evaluation (highest wins; `"loss"`, the
+    teacher-forced loss per target token of text-to-text tasks, lowest), or `selection`
+    (chartjax/selection.py),
     a moving average of one random batch's score after every update; with `selection`, the
     selected parameters are also evaluated on `selection.final_split` at the end
     (`<workdir>/eval_best/<split>/step_<N>/`).
@@ -121,6 +133,10 @@ def train(
     One run at a time per workdir (chartjax/workdir_lock.py). A workdir whose config.gin differs
     from this run's config is refused unless `allow_config_change` (chartjax-train refuses it
     by default; `--allow_config_change`); allowed, the differences are logged.
+
+    `profile_steps = (first, last)` writes a profiler trace of those updates to
+    `<workdir>/profile/` (chartjax/profiling.py). Logged rows carry `tflops_per_s_per_device`,
+    `mfu` where the device's peak is known, and `peak_memory_gb` on GPU/TPU.
     """
     # ---------------------------------------------------------------- settings ---------
     # Checked before anything is built or written: a zero period would divide by zero
@@ -141,6 +157,7 @@ def train(
         "final_eval": (final_eval, checks.boolean),
         "init_format": (init_format, checks.one_of(init_checkpoint.FORMATS, "init format")),
         "progress": (progress, checks.boolean),
+        "profile_steps": (profile_steps, checks.optional(checks.step_range)),
     }
     if isinstance(task, str):  # else a Task the caller built
         settings["task"] = (task, checks.one_of(catalog.TASKS, "task"))
@@ -152,9 +169,17 @@ def train(
             f"train.best_metric={best_metric!r} and train.selection both choose the best "
             "checkpoint: bind one of them (train.best_metric = None with a selection rule)"
         )
-    # ---------------------------------------------------------------- workdir lock -----
     mesh_lib.initialize_distributed()
     pid, nproc = jax.process_index(), jax.process_count()
+    # ---------------------------------------------------------------- task, data -------
+    the_task = catalog.get_task(task) if isinstance(task, str) else task
+    # A dataset that is not built (or lacks a split) is one line, before the model is built.
+    train_split = getattr(the_task.source, "train_split", None)
+    eval_splits = tuple(the_task.eval_splits) if final_eval or eval_every else ()
+    eval_lib.check_data(
+        the_task, ((train_split,) if train_split else ()) + eval_splits, flag="split"
+    )
+    # ---------------------------------------------------------------- workdir lock -----
     log = RunLog(workdir, enabled=pid == 0)
     # The lock comes before anything is written; released however the run ends.
     with workdir_lock.hold(
@@ -173,14 +198,18 @@ def train(
             f"({nproc} processes), rules={rules}"
         )
 
-        # ------------------------------------------------------------ task -------------
-        the_task = catalog.get_task(task) if isinstance(task, str) else task
-
         # ------------------------------------------------------------ model, optimizer -
         tx, sched = optim.make_optimizer()
+        # Frozen parameters (trainable.freeze / .train, LoRA) get no optimizer state.
+        labels = trainable_lib.model_labels(model_fn)
+        tx = trainable_lib.wrap(tx, labels)
         spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
         ckpt = ckpt_lib.Checkpointer(
-            workdir, keep=keep_checkpoints, best_metric=selection.key if selection else best_metric
+            workdir,
+            keep=keep_checkpoints,
+            best_metric=selection.key if selection else best_metric,
+            # The validation loss is the one metric where lower is better.
+            best_mode="min" if best_metric == eval_lib.LOSS and not selection else "max",
         )
         ckpt.install_stop_handlers(report=log.warning)
         if flops_per_example == "auto":  # analytic count for T5/Pix2Struct on the task's lengths
@@ -216,6 +245,9 @@ def train(
         start_step = int(jax.device_get(state["step"]))
         log.resume_from(start_step)  # rows and events of steps after it are dropped / purged
         log.info(f"{state_lib.num_params(state):,} parameters; starting at step {start_step}")
+        if labels is not None:
+            n = trainable_lib.count(state["params"], labels)
+            log.info(f"{n:,} of them train (trainable.*, LoRA); the others are frozen")
         save_config(workdir, gin.config_str())
 
         # ------------------------------------------------------------ input ------------
@@ -227,13 +259,16 @@ def train(
         # ------------------------------------------------------------ jitted step ------
         replicated = NamedSharding(mesh, PartitionSpec())
         step_fn = jax.jit(
-            make_train_step(spec.model_def, the_task, tx, sched),
+            make_train_step(spec.model_def, the_task, tx, sched, labels),
             in_shardings=(spec.shardings, None),
             out_shardings=(spec.shardings, replicated),
             donate_argnums=0,
         )
         finite_fn = jax.jit(_all_finite, out_shardings=replicated)
         predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
+        loss_fn = None  # the teacher-forced validation loss, when it chooses the best checkpoint
+        if best_metric == eval_lib.LOSS:
+            loss_fn = eval_lib.make_loss_fn(spec.model_def, the_task, spec.shardings, mesh)
         selector = None
         if selection is not None:
             select_batch = selection.batch_size or eval_batch_size or global_batch_size
@@ -259,6 +294,8 @@ def train(
                 resumed_meta=resumed[1] if resumed is not None else None,
             )
 
+        profiler = profiling.StepProfiler(workdir, profile_steps, report=log.info)
+
         def meta_for(step):
             return {
                 "step": step,
@@ -270,6 +307,7 @@ def train(
 
         def stop_non_finite(message):
             """A NaN/Inf stop: close what the run opened (the signal handlers too), then raise."""
+            profiler.stop()
             log.close_progress()
             ckpt.close()
             log.close()
@@ -302,12 +340,19 @@ def train(
                         checkpoint=os.path.join(ckpt.dir, str(step)),
                         predict=predict_fn,
                         progress=progress,
+                        loss_fn=loss_fn,
                     )
                     results[split] = out["metrics"]
                     log.eval_metrics(step, split, out["metrics"])
                     log.info(f"eval {split} @ {step}: {eval_lib.summary(out)}")
             if best_metric and the_task.eval_splits:
                 first = results[the_task.eval_splits[0]]
+                if best_metric not in first and pid == 0:  # said at every evaluation, not silent
+                    log.warning(
+                        f"train.best_metric = {best_metric!r}: {the_task.eval_splits[0]} gave "
+                        f"no such metric (it gave {', '.join(sorted(first)) or 'none'}); "
+                        "no best checkpoint is kept"
+                    )
                 ckpt.save_best(step, state, meta_for(step), first)
             return results
 
@@ -355,8 +400,10 @@ def train(
         with mesh_lib.activate(mesh, axis_rules):
             while step < num_train_steps:
                 batch = next(device_batches)
+                profiler.before(step, start_step)
                 state, metrics = step_fn(state, batch)
                 step += 1
+                profiler.after(step, state)
                 if selector:
                     selector.after_update(step, state)
                 log.advance()
@@ -377,6 +424,8 @@ def train(
                     if step > tick_step:
                         eps = (step - tick_step) * global_batch_size / (now - tick_time)
                         m["examples_per_s"] = eps
+                        if "examples_per_row" in m:  # packed: eps counts rows
+                            m["packed_examples_per_s"] = eps * m["examples_per_row"]
                         if flops_per_example:
                             tflops, mfu = flops.mfu(
                                 eps,
@@ -387,6 +436,9 @@ def train(
                             m["tflops_per_s_per_device"] = tflops
                             if mfu is not None:  # peak known (not on CPU)
                                 m["mfu"] = mfu
+                    peak = profiling.peak_memory_bytes()
+                    if peak is not None:  # GPU/TPU; CPU keeps no statistics
+                        m["peak_memory_gb"] = peak / 1e9
                     tick_time, tick_step = now, step
                     m.update(step=step, elapsed_s=now - t0, **(selector.last if selector else {}))
                     log.metrics(m)
@@ -402,6 +454,7 @@ def train(
                     stop_reason = "time budget"
                     break
         # ------------------------------------------------------------ close ------------
+        profiler.stop(state)  # a run that stopped inside the window keeps its trace
         log.close_progress()
         if ckpt.latest_step() != step:
             save(step, force=True)

@@ -21,7 +21,8 @@ Formats:
   chartjax  an Orbax params checkpoint: OUT/config.json (family + model config) and OUT/params/
             (layout in chartjax/interop/chartjax_ckpt.py); as input also a train run's step
             folder `<workdir>/checkpoints/<step>`, or the workdir itself (its latest step), the
-            model rebuilt from `<workdir>/config.gin`.
+            model rebuilt from `<workdir>/config.gin`; a LoRA run's adapters are merged into
+            its weights (W + alpha/rank A B), so the output is a plain model (docs/peft.md).
 
 A classifier's label names (`id2label`) travel with it between hf and chartjax directories, and
 an hf or chartjax output is a complete checkpoint: HF's `AutoTokenizer` / `Pix2StructProcessor`

@@ -81,9 +81,19 @@ def parse_args(argv=None) -> argparse.Namespace:
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--task", required=True, choices=sorted(catalog.INFERENCE))
+    p.add_argument(
+        "--task",
+        required=True,
+        choices=sorted(catalog.INFERENCE),
+        help="what to predict: its prompt, input features and post-processing",
+    )
     p.add_argument("--checkpoint", required=True, help="T5X, HF or chartjax checkpoint directory")
-    p.add_argument("--format", default="auto", choices=["auto", "t5x", "hf", "chartjax"])
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "t5x", "hf", "chartjax"],
+        help="checkpoint format; auto reads it from the directory's files",
+    )
     p.add_argument(
         "--vocab",
         help="SentencePiece model (sentencepiece.model), or a directory of tokenizer files "
@@ -94,7 +104,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--images", nargs="+", help="image files and/or folders")
     p.add_argument("--inputs", help='JSONL: {"id", "image"?, <named fields>} per line')
     p.add_argument("--tfds", help="NAME[/CONFIG]:SPLIT of a built TFDS dataset")
-    p.add_argument("--data_dir", default="~/tensorflow_datasets")
+    p.add_argument("--data_dir", default="~/tensorflow_datasets", help="TFDS data_dir of --tfds")
     p.add_argument("--header", help="literal header/prompt for every example")
     p.add_argument(
         "--template",
@@ -139,9 +149,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=256,
         help="fsync predictions.jsonl and record progress every N inputs (whole batches)",
     )
-    p.add_argument("--batch_size", type=int, default=8)
-    p.add_argument("--max_decode_len", type=int, default=128)
-    p.add_argument("--beam_size", type=int, default=1)
+    p.add_argument("--batch_size", type=int, default=8, help="inputs per step, over all devices")
+    p.add_argument(
+        "--max_decode_len", type=int, default=128, help="generated tokens at most, per input"
+    )
+    p.add_argument("--beam_size", type=int, default=1, help="1 = greedy decoding")
     p.add_argument("--alpha", type=float, default=0.6, help="beam search length penalty")
     p.add_argument(
         "--header_font_size",
@@ -154,7 +166,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--font_path",
         help="TrueType font for headers (the originals used Arial; default DejaVu Sans)",
     )
-    p.add_argument("--max_patches", type=int, default=2048)
+    p.add_argument(
+        "--max_patches", type=int, default=2048, help="Pix2Struct image patches per chart"
+    )
     p.add_argument(
         "--max_input_len", type=int, default=512, help="input tokens of text and classify tasks"
     )

@@ -46,7 +46,9 @@ class ScoreError(Exception):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="chartjax-score", description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument(
+        "--task", required=True, choices=TASKS, help="whose metrics, as the task's paper defines"
+    )
     p.add_argument("--predictions", required=True, help="predictions.jsonl or a JSON folder")
     p.add_argument(
         "--references", help="references.jsonl, a JSON folder or tfds:<name>[/<config>]:<split>"

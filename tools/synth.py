@@ -64,7 +64,7 @@ def _add_figureqa(subparsers) -> None:
     p.add_argument(
         "--test-images", type=int, default=0, help="images in each of no_annot_test1 and _test2"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="same seed, same corpus")
     p.add_argument("--workers", type=int, default=1, help="rendering processes")
     p.add_argument("--overwrite", action="store_true", help="replace existing split folders")
     # Quick learning checks; each departs from the release, which is unchanged without them.

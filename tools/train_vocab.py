@@ -141,9 +141,21 @@ def main(argv=None) -> None:
     p.add_argument("--input", nargs="+", required=True, help="text files and/or JSONL files")
     p.add_argument("--field", action="append", default=[], help="JSONL field(s) to read")
     p.add_argument("--out", required=True, help="output prefix: writes <out>.model, <out>.vocab")
-    p.add_argument("--vocab_size", type=int, default=32000)
-    p.add_argument("--model_type", default="unigram", choices=["unigram", "bpe"])
-    p.add_argument("--character_coverage", type=float, default=0.9999)
+    p.add_argument(
+        "--vocab_size", type=int, default=32000, help="pieces, the T5 special ids included"
+    )
+    p.add_argument(
+        "--model_type",
+        default="unigram",
+        choices=["unigram", "bpe"],
+        help="SentencePiece algorithm (T5's vocabularies are unigram)",
+    )
+    p.add_argument(
+        "--character_coverage",
+        type=float,
+        default=0.9999,
+        help="share of the corpus's characters the pieces cover; the rest fall back to bytes",
+    )
     p.add_argument(
         "--soft_vocab_limit",
         action="store_true",

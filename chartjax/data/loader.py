@@ -37,6 +37,7 @@ import numpy as np
 _SHARED_MIN_BYTES = 1 << 20  # arrays from this size come back through shared memory
 _MAPS: dict[str, Callable] = {}  # in a worker: the maps it has loaded, by digest
 _POOLS: dict[int, object] = {}  # in the parent: one pool per worker count, reused
+_PENDING: set = set()  # in the parent: futures submitted and not yet read, of every map
 
 
 @gin.configurable
@@ -136,6 +137,12 @@ def _pool(workers: int):
 
 @atexit.register
 def _shutdown() -> None:
+    # Batches still in flight (read ahead of a loop that ended without closing its iterator)
+    # hold shared memory: free it, or the resource tracker reports it leaked at exit.
+    for future in list(_PENDING):
+        if not future.cancel():
+            _release(future)
+    _PENDING.clear()
     for pool in _POOLS.values():
         pool.shutdown(wait=False, cancel_futures=True)
     _POOLS.clear()
@@ -162,10 +169,13 @@ def _in_workers(fn, chunks: Iterable[list[dict]], workers: int, window: int) -> 
                 if chunk is None:
                     break
                 pending.append(pool.submit(_work, digest, payload, chunk))
+                _PENDING.add(pending[-1])
             if not pending:
                 return
             try:
-                yield _unshared(pending.popleft().result())
+                future = pending.popleft()
+                _PENDING.discard(future)
+                yield _unshared(future.result())
             except BrokenProcessPool as e:
                 _POOLS.pop(workers, None)
                 raise RuntimeError(
@@ -175,6 +185,7 @@ def _in_workers(fn, chunks: Iterable[list[dict]], workers: int, window: int) -> 
                 ) from e
     finally:
         for f in pending:
+            _PENDING.discard(f)
             if not f.cancel():
                 _release(f)
 

@@ -5,7 +5,8 @@ Training, evaluation and inference all batch here; a task only says where its ex
 
 * train: this process's stream of examples (each epoch a seeded permutation) -> batches of the
   per-process share of the global batch (drop remainder), each featurized in a loader worker
-  process (chartjax/data/loader.py, in order) -> the task's batch map, if it has one.
+  process (chartjax/data/loader.py, in order) -> the task's batch map, if it has one -> with
+  `Task.pack`, rows of several examples each (chartjax/data/packing.py), batched by rows.
 * eval and inference: every example once -> batches padded to the per-process batch size with a
   boolean `_mask` (False on padding rows, which repeat row 0); every process yields the same
   number of batches, so the jitted step runs in lockstep and padding never reaches metrics.
@@ -46,7 +47,14 @@ def train_batches(
         process_index=process_index,
         process_count=process_count,
     )
-    return featurized(examples, task, False, local, drop_remainder=True)
+    batches = featurized(examples, task, False, local, drop_remainder=True)
+    if task.pack is None:
+        return batches
+    # Packed: the featurized examples become rows (several examples each) and a batch is
+    # `local` rows; a step then reads more than `local` examples from the stream.
+    from chartjax.data import packing
+
+    return packing.rebatch(task.pack(packing.unbatch(batches)), local)
 
 
 def featurized(

@@ -10,6 +10,8 @@ Params checkpoint (written by `chartjax-convert --to chartjax`, read by infer an
 Train-run step folder (`<workdir>/checkpoints/<step>` or `<workdir>/best/<step>`, written and
 read by chartjax/checkpoint.py): the whole train state, without a model config. The model config
 is read from `<workdir>/config.gin`, the resolved gin config the run saved (interop/saved_gin.py).
+A run with LoRA adapters (models/lora.py) is read with them and returned merged
+(`W + (alpha/rank) A B`): a plain model, which every format can write.
 """
 
 from __future__ import annotations
@@ -53,10 +55,15 @@ def family_of(cfg) -> str:
     raise TypeError(f"not a chartjax model config: {type(cfg).__name__}")
 
 
-def build_abstract(cfg, seed: int = 0):
-    """An abstract (shape-only) model for `cfg`: no initializer runs."""
+def build_abstract(cfg, seed: int = 0, lora_cfg=None):
+    """An abstract (shape-only) model for `cfg` (with the LoRA adapters of `lora_cfg`): no
+    initializer runs."""
+    from chartjax.models import lora
+
     build = _families()[family_of(cfg)][1]
-    return nnx.eval_shape(lambda: build(cfg, seed))
+    if lora_cfg is None:
+        return nnx.eval_shape(lambda: build(cfg, seed))
+    return nnx.eval_shape(lambda: lora.apply(build(cfg, seed), lora_cfg, seed))
 
 
 def is_params_checkpoint(path: str) -> bool:
@@ -197,11 +204,7 @@ def load(path: str, *, seed: int = 0, dtype: str | None = None):
     return _fill(model, restored, seed, path), cfg
 
 
-def run_config(step_dir: str):
-    """The model config of a train-run step folder, from the run's saved `config.gin` (read as
-    text: the caller's gin state is left as it is)."""
-    from chartjax.interop import saved_gin
-
+def _run_gin(step_dir: str) -> str:
     workdir = os.path.dirname(os.path.dirname(os.path.abspath(step_dir)))
     gin_file = os.path.join(workdir, RUN_CONFIG)
     if not os.path.isfile(gin_file):
@@ -209,18 +212,30 @@ def run_config(step_dir: str):
             f"{step_dir}: a train-run checkpoint, but the run's gin config {gin_file} (which "
             f"names the model) is missing; evaluate it with chartjax-eval and the run's gin files"
         )
-    return saved_gin.model_config(gin_file)
+    return gin_file
+
+
+def run_config(step_dir: str):
+    """The model config of a train-run step folder, from the run's saved `config.gin` (read as
+    text: the caller's gin state is left as it is)."""
+    from chartjax.interop import saved_gin
+
+    return saved_gin.model_config(_run_gin(step_dir))
 
 
 def load_run(step_dir: str, *, seed: int = 0, dtype: str | None = None):
-    """Read a train-run step folder -> (model, config); the parameters are restored, and the
-    buffers (BART's final_logits_bias, kept in the run's `model_state`) where the model has any."""
+    """Read a train-run step folder -> (model, config); the parameters are restored (LoRA
+    adapters merged into them: a plain model), and the buffers (BART's final_logits_bias, kept in the run's `model_state`) where the model has any."""
+    from chartjax.interop import saved_gin
+    from chartjax.models import lora
+
     cfg = run_config(step_dir)
     if dtype is not None:
         cfg = dataclasses.replace(cfg, dtype=dtype)
-    model = build_abstract(cfg, seed)
+    model = build_abstract(cfg, seed, saved_gin.lora_config(_run_gin(step_dir)))
     restored = read_run_params(step_dir, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
     _fill(model, restored, seed, step_dir, which=nnx.Param)
+    lora.merge(model)  # adapters folded into the weights (no-op without them)
     buffers = nnx.to_pure_dict(nnx.state(model, BUFFERS))
     if jax.tree.leaves(buffers):
         from chartjax import checkpoint

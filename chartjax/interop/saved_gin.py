@@ -7,7 +7,8 @@ it turns the text into binding statements and leaves the registry alone. What a 
 follows from three bindings: `train.model_fn = @build_model`, `build_model.config = @<Config>()`
 and the `<Config>.<field>` bindings (macros and scopes resolved as gin would); or, for a run
 that took its model from a HuggingFace checkpoint, `build_model.config = @hf_model_config()`
-and `hf_model_config.path` (that checkpoint's config.json is read again).
+and `hf_model_config.path` (that checkpoint's config.json is read again). A run with LoRA
+adapters also binds `build_model.lora = @LoraConfig()` (`lora_config`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 
 from chartjax.models.bart import BartConfig
 from chartjax.models.deberta import DebertaConfig
+from chartjax.models.lora import LoraConfig
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
 from chartjax.models.tapas import TapasConfig
 
@@ -147,6 +149,25 @@ def model_config(gin_file: str):
         return CONFIGS[name](**fields)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{gin_file}: bad {name} ({e})") from None
+
+
+def lora_config(gin_file: str) -> LoraConfig | None:
+    """The LoRA adapters `build_model.lora` of the saved `gin_file` add to its model, or None."""
+    with open(gin_file) as f:
+        bindings = _Bindings(f.read(), gin_file)
+    model_fn = bindings.args("train", ()).get("model_fn")
+    scopes = _split(model_fn)[0] if isinstance(model_fn, _Ref) else ()
+    ref = bindings.args("build_model", scopes).get("lora")
+    if ref is None:
+        return None
+    if not isinstance(ref, _Ref) or _split(ref)[1] != "LoraConfig":
+        raise ValueError(f"{gin_file}: build_model.lora is {ref!r}, not @LoraConfig()")
+    inner, name = _split(ref)
+    fields = bindings.args(name, scopes + inner)
+    try:
+        return LoraConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{gin_file}: bad LoraConfig ({e})") from None
 
 
 def hf_source(gin_file: str) -> str | None:

@@ -15,6 +15,10 @@ drive BART unchanged (start token `decoder_start_token_id`, 2 for BART; stop at 
 ForcedBOS/ForcedEOS logits processors: the first generated token is forced to BOS, the token
 at the last cache position (max_decode_len - 1) to EOS. The teacher-forced call never forces.
 
+Packed training batches (chartjax/data/packing.py) add `encoder_segment_ids` /
+`decoder_segment_ids` (attention stays inside each example, models/segments.py) and
+`encoder_positions` / `decoder_positions` (the learned positions restart in each example).
+
 Numerics: fp32 parameters; matmuls in `dtype` (bf16 allowed); LayerNorm, softmax and logits
 in fp32.
 """
@@ -42,6 +46,8 @@ from chartjax.models.bert_blocks import (
 )
 from chartjax.models.layers import attention_inputs, constrain
 from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.remat import check_remat_policy, checkpointed
+from chartjax.models.segments import same_segment
 
 Cache = dict[str, Any]
 ACT = ("batch", "length", "embed")
@@ -84,9 +90,11 @@ class BartConfig:
     z_loss: float = 0.0  # BART trains without z-loss (chartjax.models.losses reads cfg.z_loss)
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
     attention_impl: str = "dot_product"  # model_configs.ATTENTION_IMPLS
+    remat_policy: str = "none"  # models/remat.py REMAT_POLICIES; not an HF field
 
     def __post_init__(self):
         check_attention_impl("BartConfig", self.attention_impl)
+        check_remat_policy("BartConfig", self.remat_policy)
         for f in (
             "vocab_size",
             "d_model",
@@ -333,38 +341,73 @@ class Bart(nnx.Module):
         return jnp.asarray(batch["encoder_input_tokens"]) != self.cfg.pad_id
 
     def encode(self, batch, deterministic: bool = True) -> jax.Array:
-        """Encoder states `[B, S, d_model]`."""
+        """Encoder states `[B, S, d_model]`; a packed batch's `encoder_positions` restart the
+        learned positions in each example and `encoder_segment_ids` keep attention inside it."""
         ids = jnp.asarray(batch["encoder_input_tokens"])
-        pos = jnp.arange(ids.shape[1])[None, :]
+        pos = batch.get("encoder_positions")
+        pos = jnp.arange(ids.shape[1])[None, :] if pos is None else jnp.asarray(pos)
         x = self.encoder.embed(self._tokens(ids), pos, deterministic=deterministic)
         x = constrain(x, ACT)
-        bias, mask = key_padding_inputs(self.cfg.attention_impl, self.encoder_mask(batch))
+        seg = batch.get("encoder_segment_ids")
+        if seg is None:
+            bias, mask = key_padding_inputs(self.cfg.attention_impl, self.encoder_mask(batch))
+        else:  # queries stay unmasked, as HF; keys: valid and in the query's segment
+            keys = self.encoder_mask(batch)[:, None, None, :] & same_segment(seg, seg)
+            bias, mask, _ = attention_inputs(self.cfg.attention_impl, None, keys)
+        step = checkpointed(
+            lambda layer, x, bias, m: layer(x, bias, mask=m, deterministic=deterministic),
+            self.cfg.remat_policy,
+        )
         for layer in self.encoder.layers:
-            x = constrain(layer(x, bias, mask=mask, deterministic=deterministic), ACT)
+            x = constrain(step(layer, x, bias, mask), ACT)
         return x
 
-    def decode(self, tokens, encoded, encoder_mask, *, deterministic: bool) -> jax.Array:
+    def decode(
+        self,
+        tokens,
+        encoded,
+        encoder_mask,
+        *,
+        deterministic: bool,
+        segment_ids=None,
+        positions=None,
+        encoder_segment_ids=None,
+    ) -> jax.Array:
         """Teacher-forced logits `[B, T, vocab]` fp32 (causal self-attention only, as HF with
-        no decoder_attention_mask; later padding cannot reach earlier positions)."""
+        no decoder_attention_mask; later padding cannot reach earlier positions). A packed
+        batch's `segment_ids` / `positions` / `encoder_segment_ids` keep each example apart."""
         t, impl = tokens.shape[1], self.cfg.attention_impl
-        self_bias, _, causal = attention_inputs(impl, None, None, is_causal=True, q_len=t, k_len=t)
-        cross_bias, cross_mask = key_padding_inputs(impl, encoder_mask)
-        pos = jnp.arange(t)[None, :]
+        self_bias, self_mask, causal = attention_inputs(
+            impl, None, same_segment(segment_ids, segment_ids), is_causal=True, q_len=t, k_len=t
+        )
+        if segment_ids is None:
+            cross_bias, cross_mask = key_padding_inputs(impl, encoder_mask)
+        else:
+            keys = encoder_mask[:, None, None, :] & same_segment(segment_ids, encoder_segment_ids)
+            cross_bias, cross_mask, _ = attention_inputs(impl, None, keys)
+        pos = jnp.arange(t)[None, :] if positions is None else jnp.asarray(positions)
         x = constrain(
             self.decoder.embed(self._tokens(tokens), pos, deterministic=deterministic), ACT
         )
-        for layer in self.decoder.layers:
+
+        def teacher_forced(layer, x, encoded, self_bias, self_mask, cross_bias, cross_mask):
+            # Cross K/V inside the checkpoint: remat keeps `encoded` once, not K/V per layer.
             cross_kv = layer.cross_attention.project_kv(encoded)
-            x = layer(
+            return layer(
                 x,
                 None,
                 self_bias,
                 cross_kv,
                 cross_bias,
                 deterministic=deterministic,
+                self_mask=self_mask,
                 self_causal=causal,
                 cross_mask=cross_mask,
             )
+
+        step = checkpointed(teacher_forced, self.cfg.remat_policy)
+        for layer in self.decoder.layers:
+            x = step(layer, x, encoded, self_bias, self_mask, cross_bias, cross_mask)
             x = constrain(x, ACT)
         return constrain(self._logits(x), ("batch", "length", "vocab"))
 
@@ -375,6 +418,9 @@ class Bart(nnx.Module):
             encoded,
             self.encoder_mask(batch),
             deterministic=deterministic,
+            segment_ids=batch.get("decoder_segment_ids"),
+            positions=batch.get("decoder_positions"),
+            encoder_segment_ids=batch.get("encoder_segment_ids"),
         )
 
     # ------------------------------------------------------------------ cached decoding

@@ -9,7 +9,9 @@ gin files `import chartjax.models.configurables` and bind
 - `DebertaConfig.*` / `TapasConfig.*` / `BartConfig.*` the same way, or
   `build_model.config = @hf_model_config()` with `hf_model_config.path = <HF checkpoint dir>`:
   the model exactly as that checkpoint's config.json describes it (its size and family, its
-  classifier head), the way the DeBERTa / TAPAS / BART recipes start from official weights.
+  classifier head), the way the DeBERTa / TAPAS / BART recipes start from official weights;
+- `build_model.lora = @LoraConfig()` and `LoraConfig.*`: LoRA adapters on any of those
+  (chartjax/models/lora.py; gin_configs/peft/lora.gin, docs/peft.md).
 The registered names and modules are those the saved `config.gin` of earlier runs use.
 """
 
@@ -29,6 +31,7 @@ from chartjax.models import (
     tapas,
     vgg16,
 )
+from chartjax.models import lora as lora_lib
 
 T5Config = gin.external_configurable(model_configs.T5Config, module="chartjax.models")
 Pix2StructConfig = gin.external_configurable(
@@ -40,6 +43,7 @@ RNConfig = gin.external_configurable(
 DebertaConfig = gin.external_configurable(deberta.DebertaConfig, module="chartjax.models")
 TapasConfig = gin.external_configurable(tapas.TapasConfig, module="chartjax.models")
 BartConfig = gin.external_configurable(bart.BartConfig, module="chartjax.models")
+LoraConfig = gin.external_configurable(lora_lib.LoraConfig, module="chartjax.models")
 # Chart2text / Field-Infuse (Chart-to-Text Table 4): `build_model.config = @DataToTextConfig()`.
 DataToTextConfig = gin.external_configurable(chart2text.DataToTextConfig, module="chartjax.models")
 build_relation_network = gin.external_configurable(
@@ -62,13 +66,16 @@ BUILDERS = (
 
 
 @gin.configurable(module="chartjax.models")
-def build_model(config=gin.REQUIRED, rngs: nnx.Rngs | int | None = None):
+def build_model(
+    config=gin.REQUIRED, rngs: nnx.Rngs | int | None = None, lora: lora_lib.LoraConfig | None = None
+):
     """A freshly initialised model for `config` (T5, Pix2Struct, DeBERTa, TAPAS, BART,
-    Chart2text / Field-Infuse)."""
+    Chart2text / Field-Infuse), with LoRA adapters where `lora` is given (models/lora.py)."""
     rngs = 0 if rngs is None else rngs
     for cls, build in BUILDERS:
         if isinstance(config, cls):
-            return build(config, rngs)
+            model = build(config, rngs)
+            return model if lora is None else lora_lib.apply(model, lora, rngs)
     raise TypeError(f"build_model: unsupported config type {type(config).__name__}")
 
 

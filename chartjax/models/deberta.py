@@ -45,6 +45,7 @@ from chartjax.models.bert_blocks import (
 )
 from chartjax.models.layers import attention_core, constrain
 from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.remat import check_remat_policy, checkpointed
 
 ACT = ("batch", "length", "embed")
 POS_ATT_TYPES = ("c2p", "p2c")
@@ -88,9 +89,11 @@ class DebertaConfig:
     pad_id: int = 0
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
     attention_impl: str = "dot_product"  # model_configs.ATTENTION_IMPLS
+    remat_policy: str = "none"  # models/remat.py REMAT_POLICIES; not an HF field
 
     def __post_init__(self):
         check_attention_impl("DebertaConfig", self.attention_impl)
+        check_remat_policy("DebertaConfig", self.remat_policy)
         pos = self.pos_att_type
         if isinstance(pos, str):
             pos = [x.strip() for x in pos.lower().split("|") if x.strip()]
@@ -531,8 +534,13 @@ class DebertaForSequenceClassification(nnx.Module):
         rel_pos = relative_positions(s, s, cfg.position_buckets, cfg.max_relative)
         rel_emb = self._rel_embeddings()
         x = embedded
+        # `rel_pos` is a NumPy index table (static): closed over, not a remat argument.
+        step = checkpointed(
+            lambda layer, x, m, e: layer(x, m, rel_pos, e, deterministic=deterministic),
+            cfg.remat_policy,
+        )
         for i, layer in enumerate(self.layers):
-            x = layer(x, att_mask, rel_pos, rel_emb, deterministic=deterministic)
+            x = step(layer, x, att_mask, rel_emb)
             if i == 0 and self.conv is not None:
                 x = self.conv(embedded, x, mask, deterministic=deterministic)
             x = constrain(x, ACT)

@@ -34,7 +34,10 @@ def seq2seq_loss(model, batch, *, deterministic: bool) -> tuple[jax.Array, dict]
 
     Padding is the model's `cfg.pad_id`: 0 for T5 / Pix2Struct, 1 for BART, whose targets start
     with `<s>` = 0 (HF's labels mask only the padding, -100, so BOS is a trained token there too).
-    aux: `z_loss` (mean per token), `num_tokens`, `accuracy` (argmax == target over weighted).
+    aux: `z_loss` (mean per token), `num_tokens`, `accuracy` (argmax == target over weighted),
+    and for packed rows `examples_per_row`. The mean is over the batch's target tokens, so a
+    packed batch (several examples per row, chartjax/data/packing.py) and the same examples
+    unpacked give the same loss.
     """
     logits = model(batch, deterministic=deterministic)
     targets = batch["decoder_target_tokens"]
@@ -43,4 +46,6 @@ def seq2seq_loss(model, batch, *, deterministic: bool) -> tuple[jax.Array, dict]
     denom = jnp.maximum(n, 1.0)
     correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32) * weights
     aux = {"z_loss": z_term / denom, "num_tokens": n, "accuracy": jnp.sum(correct) / denom}
+    if "decoder_segment_ids" in batch:  # packed rows (data/packing.py): examples per row
+        aux["examples_per_row"] = jnp.mean(jnp.max(batch["decoder_segment_ids"], axis=-1))
     return total / denom, aux

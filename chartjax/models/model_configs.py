@@ -11,6 +11,8 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from chartjax.models.remat import check_remat_policy
+
 # How attention is computed (every family's config has `attention_impl`; layers.py holds the code):
 # - "dot_product": `jax.nn.dot_product_attention` with `implementation=None` (JAX chooses; in
 #   jax 0.10 that is always its XLA composite, on CPU and GPU alike);
@@ -55,6 +57,8 @@ class T5Config:
     # OCR boxes: a bias-free 4 -> emb_dim layer (zero at init) adds `encoder_input_boxes` to the
     # encoder's token embeddings (Chart-to-Text OCR-T5 with boxes; models/t5.py).
     box_embedding: bool = False
+    # Activation checkpointing of each layer (models/remat.py REMAT_POLICIES); not an HF field.
+    remat_policy: str = "none"
 
     def __post_init__(self):
         _check_positive(
@@ -70,6 +74,7 @@ class T5Config:
             ),
         )
         check_attention_impl(type(self).__name__, self.attention_impl)
+        check_remat_policy(type(self).__name__, self.remat_policy)
         object.__setattr__(self, "mlp_activations", tuple(self.mlp_activations))
         jnp.dtype(self.dtype)  # raises TypeError on a bad name
 
@@ -105,6 +110,7 @@ class Pix2StructConfig:
     # Row and column embedding tables (HF `seq_len`); ids >= this raise in preprocessing.
     max_position_embeddings: int = 4096
     attention_impl: str = "dot_product"  # ATTENTION_IMPLS above
+    remat_policy: str = "none"  # models/remat.py REMAT_POLICIES; not an HF field
 
     def __post_init__(self):
         _check_positive(
@@ -123,6 +129,7 @@ class Pix2StructConfig:
             ),
         )
         check_attention_impl(type(self).__name__, self.attention_impl)
+        check_remat_policy(type(self).__name__, self.remat_policy)
         object.__setattr__(self, "mlp_activations", tuple(self.mlp_activations))
         jnp.dtype(self.dtype)
 

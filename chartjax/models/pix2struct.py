@@ -4,6 +4,8 @@ As pix2struct's `models.py` (docs/models.md §1.3): `encoder_input_tokens` is fl
 `[B, P, 2 + ph*pw*C]` with 1-based row id, col id first (0 = padding); the encoder embedding is
 `patch_projection(pixels) + row_embed[row] + col_embed[col]` with no other position information;
 the padding mask is `row id > 0` for encoder self-attention and decoder cross-attention keys.
+Packed batches (several charts per row, chartjax/data/packing.py) add `encoder_segment_ids` and
+`decoder_segment_ids` (models/segments.py); each patch keeps its own chart's row/col ids.
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ class Pix2Struct(nnx.Module):
                 f"encoder_input_tokens: last dim {patches.shape[-1]} != 2 + {self.cfg.patch_dim}"
             )
         return self.encoder(
-            self.token_embedder(patches), self.encoder_mask(batch), deterministic=deterministic
+            self.token_embedder(patches),
+            self.encoder_mask(batch),
+            deterministic=deterministic,
+            segment_ids=batch.get("encoder_segment_ids"),
         )
 
     def __call__(self, batch, *, deterministic: bool) -> jax.Array:
@@ -68,6 +73,8 @@ class Pix2Struct(nnx.Module):
             self.encoder_mask(batch),
             None if targets is None else targets > 0,
             deterministic=deterministic,
+            segment_ids=batch.get("decoder_segment_ids"),
+            encoder_segment_ids=batch.get("encoder_segment_ids"),
         )
 
     def init_cache(self, encoded, encoder_mask, max_len: int) -> Cache:

@@ -18,6 +18,10 @@ bias, and its initialization, are [unverified] (its Appendix A.3 is not in the s
 Decoding uses explicit caches (a pytree of arrays) so the loops in `decoding.py` are pure
 `lax.while_loop`s: `init_cache` projects the encoder keys/values once per layer and allocates the
 self-attention caches; `decode_step` runs one token.
+
+Packed training batches (several examples per row, chartjax/data/packing.py) add
+`encoder_segment_ids` / `decoder_segment_ids`; attention stays inside each example and the
+relative-position bias needs no positions (models/segments.py says why).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from chartjax.models.layers import (
     constrain,
 )
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
+from chartjax.models.remat import checkpointed
+from chartjax.models.segments import and_masks, same_segment
 
 Cache = dict[str, Any]
 ACT = ("batch", "length", "embed")  # logical axes of the hidden states
@@ -102,17 +108,27 @@ class EncoderStack(nnx.Module):
         )
         self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
         self.attention_impl = cfg.attention_impl
+        self.remat_policy = cfg.remat_policy
 
-    def __call__(self, x: jax.Array, mask: jax.Array, *, deterministic: bool) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, mask: jax.Array, *, deterministic: bool, segment_ids=None
+    ) -> jax.Array:
         """`x [B, S, E]` embedded inputs, `mask [B, S]` bool (queries and keys are masked, so a
-        padding query's row is fully masked: uniform, as flaxformer)."""
+        padding query's row is fully masked: uniform, as flaxformer); `segment_ids [B, S]` of a
+        packed batch keep attention inside each example (models/segments.py)."""
         s = x.shape[1]
-        att_mask = mask[:, None, :, None] & mask[:, None, None, :]
+        att_mask = and_masks(
+            mask[:, None, :, None] & mask[:, None, None, :], same_segment(segment_ids, segment_ids)
+        )
         pos = None if self.relpos_bias is None else self.relpos_bias(s, s)
         bias, att_mask, _ = attention_inputs(self.attention_impl, pos, att_mask)
         x = constrain(self.dropout(x, deterministic=deterministic), ACT)
+        step = checkpointed(
+            lambda layer, x, bias, m: layer(x, bias, mask=m, deterministic=deterministic),
+            self.remat_policy,
+        )
         for layer in self.layers:
-            x = constrain(layer(x, bias, mask=att_mask, deterministic=deterministic), ACT)
+            x = constrain(step(layer, x, bias, att_mask), ACT)
         return self.dropout(self.encoder_norm(x), deterministic=deterministic)
 
 
@@ -209,8 +225,11 @@ class Decoder(nnx.Module):
         *,
         deterministic: bool,
         embedder: Embed | None = None,
+        segment_ids: jax.Array | None = None,
+        encoder_segment_ids: jax.Array | None = None,
     ) -> jax.Array:
-        """Teacher-forced logits `[B, T, vocab]` float32."""
+        """Teacher-forced logits `[B, T, vocab]` float32. `segment_ids [B, T]` and
+        `encoder_segment_ids [B, S]` (packed batches) keep attention inside each example."""
         emb = self._embedder(embedder)
         t = tokens.shape[1]
         impl = self.cfg.attention_impl
@@ -219,18 +238,29 @@ class Decoder(nnx.Module):
         self_bias, self_mask, causal = attention_inputs(
             impl,
             self.relpos_bias(t, t),
-            q_valid[:, None, :, None] & q_valid[:, None, None, :],
+            and_masks(
+                q_valid[:, None, :, None] & q_valid[:, None, None, :],
+                same_segment(segment_ids, segment_ids),
+            ),
             is_causal=True,
             q_len=t,
             k_len=t,
         )
         cross_bias, cross_mask, _ = attention_inputs(
-            impl, None, q_valid[:, None, :, None] & encoder_mask[:, None, None, :]
+            impl,
+            None,
+            and_masks(
+                q_valid[:, None, :, None] & encoder_mask[:, None, None, :],
+                same_segment(segment_ids, encoder_segment_ids),
+            ),
         )
         x = constrain(self.dropout(emb(tokens), deterministic=deterministic), ACT)
-        for layer in self.layers:
+
+        def teacher_forced(layer, x, encoded, self_bias, self_mask, cross_bias, cross_mask):
+            # The cross K/V projection sits inside the checkpoint, so remat keeps `encoded`
+            # once instead of two [B, S_enc, H, D] arrays per layer.
             cross_kv = layer.encoder_decoder_attention.project_kv(encoded)
-            x = layer(
+            return layer(
                 x,
                 None,
                 self_bias,
@@ -241,6 +271,10 @@ class Decoder(nnx.Module):
                 self_causal=causal,
                 cross_mask=cross_mask,
             )
+
+        step = checkpointed(teacher_forced, self.cfg.remat_policy)
+        for layer in self.layers:
+            x = step(layer, x, encoded, self_bias, self_mask, cross_bias, cross_mask)
             x = constrain(x, ACT)
         return constrain(self._logits(x, emb, deterministic), ("batch", "length", "vocab"))
 
@@ -331,7 +365,10 @@ class T5Transformer(nnx.Module):
 
     def encode(self, batch, deterministic: bool = True) -> jax.Array:
         return self.encoder(
-            self.embed_inputs(batch), self.encoder_mask(batch), deterministic=deterministic
+            self.embed_inputs(batch),
+            self.encoder_mask(batch),
+            deterministic=deterministic,
+            segment_ids=batch.get("encoder_segment_ids"),
         )
 
     def __call__(self, batch, *, deterministic: bool) -> jax.Array:
@@ -344,6 +381,8 @@ class T5Transformer(nnx.Module):
             None if targets is None else targets > 0,
             deterministic=deterministic,
             embedder=self.token_embedder,
+            segment_ids=batch.get("decoder_segment_ids"),
+            encoder_segment_ids=batch.get("encoder_segment_ids"),
         )
 
     def init_cache(self, encoded, encoder_mask, max_len: int) -> Cache:

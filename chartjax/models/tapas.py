@@ -36,6 +36,7 @@ from chartjax.models.bert_blocks import (
 )
 from chartjax.models.layers import constrain
 from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.remat import check_remat_policy, checkpointed
 
 ACT = ("batch", "length", "embed")
 
@@ -63,9 +64,11 @@ class TapasConfig:
     pad_id: int = 0
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
     attention_impl: str = "dot_product"  # model_configs.ATTENTION_IMPLS
+    remat_policy: str = "none"  # models/remat.py REMAT_POLICIES; not an HF field
 
     def __post_init__(self):
         check_attention_impl("TapasConfig", self.attention_impl)
+        check_remat_policy("TapasConfig", self.remat_policy)
         object.__setattr__(self, "type_vocab_sizes", tuple(int(t) for t in self.type_vocab_sizes))
         for f in (
             "vocab_size",
@@ -259,8 +262,12 @@ class TapasForSequenceClassification(nnx.Module):
         ids, tt, mask = self._inputs(batch)
         x = constrain(self.embeddings(ids, tt, deterministic=deterministic), ACT)
         bias, att_mask = key_padding_inputs(self.cfg.attention_impl, mask)
+        step = checkpointed(
+            lambda layer, x, bias, m: layer(x, bias, mask=m, deterministic=deterministic),
+            self.cfg.remat_policy,
+        )
         for layer in self.layers:
-            x = constrain(layer(x, bias, mask=att_mask, deterministic=deterministic), ACT)
+            x = constrain(step(layer, x, bias, att_mask), ACT)
         return x
 
     def __call__(self, batch, *, deterministic: bool) -> jax.Array:

@@ -277,8 +277,8 @@ def parse_size(text: str) -> tuple[int, int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output root (png/, json_gt/, tables/)")
     parser.add_argument("--num", type=int, required=True, help="number of charts")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0, help="same seed, same corpus")
+    parser.add_argument("--workers", type=int, default=1, help="rendering processes")
     parser.add_argument("--start", type=int, default=0, help="first chart index (file stem)")
     parser.add_argument(
         "--types",

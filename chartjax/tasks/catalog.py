@@ -23,6 +23,7 @@ from chartjax.tasks import (
     deplot,
     figureqa,
     free_form,
+    matcha,
     seq2seq_synthetic,
     synthetic,
     text_classification,
@@ -40,6 +41,7 @@ TASKS = {
     "chart_info": chart_info.make_task,
     "chart_info_text": chart_info_text.make_task,
     "deplot": deplot.make_task,
+    "matcha": matcha.make_task,
     "synthetic": synthetic.make_task,
     "synthetic_seq2seq": seq2seq_synthetic.make_task,
 }

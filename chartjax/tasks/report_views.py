@@ -4,7 +4,7 @@
   which also names the `question_template` breakdown's groups) as its text, and the figure of a
   question `<image_index>/<question_index>` as `<image_index>.png` of an image folder (the
   release's `png/`, or the figures chartjax-eval writes beside the report).
-* deplot: a prediction with no table cell has RMS precision 1 (DePlot's definition: no
+* deplot and chart_info_task6b: a prediction with no table cell has RMS precision 1 (DePlot's definition: no
   predicted datapoint, none wrong); the report marks it and the headline precision it inflates.
 """
 
@@ -67,7 +67,8 @@ FIGUREQA = RowView(
     hidden=("question_id", "prediction_text"),
 )
 DEPLOT = RowView(vacuous=_empty_table, vacuous_metrics=("rms_precision",))
-VIEWS = {"figureqa": FIGUREQA, "deplot": DEPLOT}
+# CHART-Info task 6b is scored with DePlot's table metrics too (chart_info.py).
+VIEWS = {"figureqa": FIGUREQA, "deplot": DEPLOT, "chart_info_task6b": DEPLOT}
 
 
 def for_task(name: str) -> RowView | None:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 import gin
 import numpy as np
 
-from chartjax.data import sources
+from chartjax.data import packing, sources
 from chartjax.data.images import decode_image_bytes
 from chartjax.data.sources import RECORD_KEYS, as_python
 from chartjax.metrics.scores import Scores
@@ -50,6 +50,12 @@ class Features:
       tokenized). Recipes set it; the task module gives the default.
     vocab_file: a SentencePiece model (T5, Pix2Struct), or BART's BPE files (a checkpoint
       directory with tokenizer.json or vocab.json + merges.txt): data/vocab.py open_vocabulary.
+    pack: pack several training examples per row (docs/packing.md, data/packing.py); evaluation
+      and inference never pack. The batch size then counts rows.
+    pack_encoder_len / pack_decoder_len: the row lengths (None: max_patches or max_input_len,
+      and max_target_len). Pix2Struct charts fill most of max_patches, so two share a row only
+      when the row is longer than one chart's max_patches.
+    pack_open_rows: rows the first-fit packer fills at once.
     """
 
     modality: str = "image"
@@ -61,10 +67,27 @@ class Features:
     font_path: str | None = None
     max_input_len: int = 512
     max_target_len: int = 128
+    pack: bool = False
+    pack_encoder_len: int | None = None
+    pack_decoder_len: int | None = None
+    pack_open_rows: int = 16
 
     def __post_init__(self):
         if self.modality not in ("image", "text"):
             raise ValueError(f"Features.modality must be 'image' or 'text', not {self.modality!r}")
+
+    def pack_spec(self, pad_id: int):
+        """The packing of training rows (chartjax/data/packing.py), None when `pack` is off."""
+        if not self.pack:
+            return None
+        encoder = self.max_patches if self.modality == "image" else self.max_input_len
+        return packing.PackSpec(
+            encoder_len=self.pack_encoder_len or encoder,
+            decoder_len=self.pack_decoder_len or self.max_target_len,
+            pad_id=pad_id,
+            image=self.modality == "image",
+            max_open_rows=self.pack_open_rows,
+        )
 
 
 @gin.configurable
@@ -208,6 +231,10 @@ def make_task(
         return Evaluation(scores, rows)
 
     encoder_len = features.max_patches if features.modality == "image" else features.max_input_len
+    spec = features.pack_spec(vocab.pad_id)
+    packed = () if spec is None else packing.PACKED_KEYS
+    if spec is not None:  # analytic FLOPs count rows, which have the packed lengths
+        encoder_len = spec.encoder_len
     return Task(
         name=name,
         source=source,
@@ -215,9 +242,18 @@ def make_task(
         loss=loss,
         predict=make_predict(decoding),
         evaluate=evaluate,
-        model_inputs=("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens"),
+        model_inputs=(
+            "encoder_input_tokens",
+            "decoder_input_tokens",
+            "decoder_target_tokens",
+            *packed,
+        ),
         eval_splits=tuple(eval_splits),
-        lengths=SequenceLengths(encoder=encoder_len, decoder=features.max_target_len),
+        lengths=SequenceLengths(
+            encoder=encoder_len,
+            decoder=features.max_target_len if spec is None else spec.decoder_len,
+        ),
+        pack=None if spec is None else functools.partial(packing.pack, spec=spec),
     )
 
 

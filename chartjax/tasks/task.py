@@ -84,7 +84,11 @@ class Task:
     model_inputs: the batch keys the model consumes (everything else stays on the host).
     host_inputs: model inputs that `evaluate` also reads (large ones such as images are not
       kept).
-    lengths: the sequence lengths of seq2seq tasks (None for the FigureQA baselines).
+    lengths: the sequence lengths of seq2seq tasks (None for the FigureQA baselines); with
+      packing, the rows' lengths.
+    pack(examples) -> None, or a function from the stream of featurized training examples to
+      packed rows (chartjax/data/packing.py); training batches are then rows, in the input
+      thread. Evaluation and inference never pack.
     """
 
     name: str
@@ -98,6 +102,7 @@ class Task:
     host_inputs: tuple[str, ...] = ()
     lengths: SequenceLengths | None = None
     batch_features: Callable[[bool], Callable] | None = None
+    pack: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)

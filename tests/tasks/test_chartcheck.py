@@ -285,8 +285,11 @@ CLASSIFY_ONLY = {"flan_class", "matcha_class"}
 
 
 def recipe_text(recipe: str) -> str:
+    """The recipe's text, the task recipes it includes (a LoRA variant includes its row's)
+    written out in their place."""
     with open(os.path.join(RECIPE_DIR, recipe + ".gin")) as f:
-        return f.read()
+        text = f.read()
+    return re.sub(r"^include 'tasks/(\w+)\.gin'$", lambda m: recipe_text(m[1]), text, flags=re.M)
 
 
 def recipe_body(recipe: str) -> str:
@@ -445,7 +448,7 @@ def test_recipes_sharing_a_body():
     groups = {}
     for r in RECIPES:
         groups.setdefault(BODIES[recipe_body(r)], []).append(r)
-    assert len(RECIPES) == 15 and len(DISTINCT) == 10
+    assert len(RECIPES) == 17 and len(DISTINCT) == 12  # 15 paper rows and 2 LoRA variants
     assert sorted(groups["chartcheck_matcha_chartqa_zero"]) == [
         f"chartcheck_matcha_{m}_zero" for m in ("chartqa", "plotqa1", "plotqa2")
     ]
@@ -492,9 +495,11 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
     if mode not in CLASSIFY_ONLY:
         assert metrics["explanation_bleu"] == pytest.approx(1.0)
         assert metrics["explanation_rouge_l"] == pytest.approx(1.0)
-    best = re.findall(r'^train.best_metric = "(\w+)"$', recipe_text(recipe), re.M)
+    best = re.findall(r'^train.best_metric = "(\w+)"(?:\s*#.*)?$', recipe_text(recipe), re.M)
     assert len(best) == (recipe not in EVAL_ONLY)
-    assert all(b in metrics for b in best)  # it keeps its best checkpoint by a computed metric
+    # It keeps its best checkpoint by a computed metric, or by the validation loss (MatCha's
+    # fine-tuning, as its authors), which chartjax.evaluate adds beside the task's metrics.
+    assert all(b in metrics or b == "loss" for b in best)
     if "prompt_setting" in recipe_text(recipe):  # zero/few-shot: the authors' instruction
         assert all(r["input"].startswith("\nGiven a claim, a table") for r in rows)
     elif mode.startswith("flan"):  # DePlot's tables are in the prompts

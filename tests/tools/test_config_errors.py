@@ -155,6 +155,29 @@ def test_a_split_the_dataset_lacks_is_one_line_for_chartjax_eval(tmp_path, capsy
     assert not workdir.exists()
 
 
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_a_data_dir_without_the_dataset_is_one_line_before_the_model(tmp_path, capsys, command):
+    """DATA_DIR moves the FigureQA recipes' data too; a folder without the build is one line."""
+    nope = tmp_path / "nope"
+    workdir = tmp_path / "run"
+    main = train_cli.main if command == "train" else eval_cli.main
+    status = main(
+        [
+            "--gin_file=tasks/figureqa_demo_rn.gin",
+            f"--workdir={workdir}",
+            f"--gin_bindings=DATA_DIR = '{nope}'",
+        ]
+    )
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"chartjax-{command}: error: no TFDS dataset 'figureqa' under {nope} (looked for "
+        f"{nope}/figureqa); build it with `tfds build tfds_builders/figureqa --manual_dir=... "
+        f"--data_dir={nope}` (the recipes read DATA_DIR: "
+        "--gin_bindings=\"DATA_DIR='/path/to/tfds'\")\n"
+    )
+    assert not workdir.exists()
+
+
 def test_the_command_prints_one_line_and_exits_2(tmp_path):
     """The whole command in a fresh interpreter: no traceback, no start-up noise."""
     workdir = tmp_path / "run"

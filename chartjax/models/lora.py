@@ -1,0 +1,236 @@
+r"""LoRA adapters (Hu et al. 2021, arXiv 2106.09685) added to a built model by module surgery.
+
+`apply(model, LoraConfig(...), rngs)` replaces every `layers.Dense` named by one of `targets` by
+a `LoraDense`. As peft's `target_modules`, a pattern names the layers whose dotted path ends
+with it, in whole parts, as a regular expression: "query" is every `...attention.query` (not
+DeBERTa's `pos_query_proj`), "query(_proj)?" also DeBERTa's `query_proj`, and
+"encoder[.].*[.]query" the encoder's alone.
+
+    y = x W (+ b) + (alpha / rank) * dropout(x) A B
+
+A LoraDense keeps the Dense's own `kernel` / `bias` variables under the same names, so base
+checkpoints (T5X, HF, chartjax) map onto it unchanged, and adds `lora_a [in, rank]` (HF peft's
+default: kaiming-uniform, i.e. U(-1/sqrt(in), 1/sqrt(in)); or normal(1/rank)) and
+`lora_b [rank, out]` (zeros), so the adapted model starts as the base model exactly. Both carry
+logical axes (the kernel's own, the rank replicated), so chartjax.sharding places them.
+
+`merge(model)` folds `W + (alpha/rank) A B` back into plain Dense layers (in place): the result
+has no adapters and converts / exports like any model. `strip(model)` drops the adapters unmerged
+(the base model's shape, for loading pretrained base weights).
+
+The adapters' dropout is off unless `set_dropout(model, True)`: Dense has no `deterministic`
+argument, so the train step turns it on for its own merged copy of the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from chartjax.models.layers import Dense
+
+ADAPTERS = ("lora_a", "lora_b")  # the parameter names LoraDense adds
+INITS = ("kaiming_uniform", "gaussian")
+_SALT = 0x10A  # folds an int seed into a stream apart from the base model's initializers
+
+
+@dataclasses.dataclass(frozen=True)
+class LoraConfig:
+    """rank r, alpha (the update is scaled by alpha / r), dropout on the adapter input, and
+    `targets`: patterns of the Dense layers to adapt (HF peft's T5 / BERT default: query and
+    value projections of every attention block)."""
+
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    targets: tuple[str, ...] = ("query(_proj)?", "value(_proj)?")
+    init: str = "kaiming_uniform"
+
+    def __post_init__(self):
+        object.__setattr__(self, "targets", _patterns(self.targets, "LoraConfig.targets"))
+        if not (isinstance(self.rank, int) and self.rank > 0):
+            raise ValueError(f"LoraConfig.rank must be a positive int, not {self.rank!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"LoraConfig.dropout must be in [0, 1), not {self.dropout!r}")
+        if self.init not in INITS:
+            raise ValueError(f"LoraConfig.init must be one of {INITS}, not {self.init!r}")
+        if not self.targets:
+            raise ValueError("LoraConfig.targets is empty: name the Dense layers to adapt")
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank
+
+
+def _patterns(value, where: str) -> tuple[str, ...]:
+    """A tuple of patterns (a lone string is one pattern, not its characters); bad regexes are
+    refused naming them."""
+    out = (value,) if isinstance(value, str) else tuple(value)
+    for p in out:
+        try:
+            re.compile(p)
+        except re.error as e:
+            raise ValueError(f"{where}: bad pattern {p!r} ({e})") from None
+    return out
+
+
+def _uniform(bound: float):
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
+class LoraDense(Dense):
+    """A Dense with a low-rank update; see the module docstring. Built from a Dense only."""
+
+    def __init__(self, base: Dense, cfg: LoraConfig, rngs: nnx.Rngs):
+        # No Dense.__init__: the base layer's variables are taken over as they are.
+        self.kernel = base.kernel
+        self.bias = base.bias
+        self.dtype = base.dtype
+        d_in, d_out = base.kernel.shape
+        names = base.kernel.get_metadata().get("out_sharding") or (None, None)
+        if cfg.init == "kaiming_uniform":  # torch's kaiming_uniform_(a=sqrt(5)), as peft
+            init_a = _uniform(1.0 / d_in**0.5)
+        else:
+            init_a = jax.nn.initializers.normal(1.0 / cfg.rank)
+        self.lora_a = nnx.Param(
+            nnx.with_partitioning(init_a, (names[0], None))(
+                rngs.params(), (d_in, cfg.rank), jnp.float32
+            )
+        )
+        self.lora_b = nnx.Param(
+            nnx.with_partitioning(jax.nn.initializers.zeros, (None, names[1]))(
+                rngs.params(), (cfg.rank, d_out), jnp.float32
+            )
+        )
+        self.scale = cfg.scale
+        self.lora_dropout = (
+            nnx.Dropout(cfg.dropout, deterministic=True, rngs=rngs) if cfg.dropout else None
+        )
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = super().__call__(x)
+        h = x if self.lora_dropout is None else self.lora_dropout(x)
+        h = jnp.dot(h.astype(self.dtype), self.lora_a[...].astype(self.dtype))
+        return y + self.scale * jnp.dot(h, self.lora_b[...].astype(self.dtype))
+
+    def merged_kernel(self) -> jax.Array:
+        """W + scale * A B in float32 (full-precision matmul: no TF32 on GPU)."""
+        delta = jnp.dot(self.lora_a[...], self.lora_b[...], precision=jax.lax.Precision.HIGHEST)
+        return self.kernel[...] + self.scale * delta
+
+    def plain(self, merge: bool) -> Dense:
+        """A Dense holding this layer's kernel (W + scale A B when `merge`) and bias."""
+        d_in, d_out = self.kernel.shape
+        names = self.kernel.get_metadata().get("out_sharding") or (None, None)
+        out = nnx.eval_shape(
+            lambda: Dense(
+                d_in,
+                d_out,
+                tuple(names),
+                use_bias=self.bias is not None,
+                dtype=self.dtype,
+                rngs=nnx.Rngs(0),
+            )
+        )
+        if merge:
+            self.kernel[...] = self.merged_kernel()
+        out.kernel, out.bias = self.kernel, self.bias
+        return out
+
+
+def dotted(path) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def names_layer(pattern: str, path: str) -> bool:
+    """Whether `pattern` matches a whole trailing run of the parts of the dotted `path`."""
+    return re.fullmatch(rf"(?:.*\.)?(?:{pattern})", path) is not None
+
+
+def _replace(model: nnx.Module, path: tuple, new: nnx.Module) -> None:
+    parent = model
+    for p in path[:-1]:
+        parent = parent[p] if isinstance(p, int) else getattr(parent, p)
+    if isinstance(path[-1], int):
+        parent[path[-1]] = new
+    else:
+        setattr(parent, path[-1], new)
+
+
+def _denses(model: nnx.Module, cls=Dense):
+    return [
+        (path, m)
+        for path, m in nnx.iter_modules(model)
+        if type(m) is cls  # LoraDense is a Dense too: never adapt one twice
+    ]
+
+
+def apply(model: nnx.Module, cfg: LoraConfig, rngs: nnx.Rngs | int = 0) -> nnx.Module:
+    """`model` with every Dense matching `cfg.targets` replaced by a LoraDense (in place; also
+    returned). A pattern that matches no Dense layer is refused, naming it."""
+    if not isinstance(rngs, nnx.Rngs):
+        key = jax.random.fold_in(jax.random.key(rngs), _SALT)
+        rngs = nnx.Rngs(params=key, dropout=jax.random.fold_in(key, 1))
+    denses = _denses(model)
+    chosen = [
+        (path, m) for path, m in denses if any(names_layer(p, dotted(path)) for p in cfg.targets)
+    ]
+    for p in cfg.targets:
+        if not any(names_layer(p, dotted(path)) for path, _ in denses):
+            example = dotted(denses[0][0]) if denses else "(none)"
+            raise ValueError(
+                f"LoraConfig.targets: pattern {p!r} matches no Dense layer of "
+                f"{type(model).__name__} (layer paths look like {example!r})"
+            )
+    for path, m in chosen:
+        _replace(model, path, LoraDense(m, cfg, rngs))
+    return model
+
+
+def merge(model: nnx.Module) -> nnx.Module:
+    """`model` with every LoraDense folded into a plain Dense (in place; also returned)."""
+    for path, m in _denses(model, LoraDense):
+        _replace(model, path, m.plain(merge=True))
+    return model
+
+
+def strip(model: nnx.Module) -> nnx.Module:
+    """`model` with every LoraDense replaced by its base Dense, adapters dropped (in place)."""
+    for path, m in _denses(model, LoraDense):
+        _replace(model, path, m.plain(merge=False))
+    return model
+
+
+def set_dropout(model: nnx.Module, train: bool) -> None:
+    """Turns the adapters' input dropout on (training) or off."""
+    for _, m in _denses(model, LoraDense):
+        if m.lora_dropout is not None:
+            m.lora_dropout.deterministic = not train
+
+
+def is_adapter(path: str) -> bool:
+    """Whether a dotted parameter path names a LoRA adapter weight."""
+    return path.rpartition(".")[2] in ADAPTERS
+
+
+def with_fresh_adapters(params: dict, fresh: dict) -> dict:
+    """`params` (base weights, e.g. from a pretrained checkpoint) with the adapter leaves of
+    `fresh` (a freshly initialised LoRA model's parameters) added where it has none."""
+
+    def add(dst: dict, src: dict) -> dict:
+        out = dict(dst)
+        for k, v in src.items():
+            if isinstance(v, dict):
+                out[k] = add(dst.get(k, {}), v) if isinstance(dst.get(k, {}), dict) else dst[k]
+            elif k in ADAPTERS and k not in dst:
+                out[k] = jax.device_get(v)  # a host copy: `fresh` may be donated afterwards
+        return out
+
+    return add(params, fresh)
