@@ -61,7 +61,8 @@ training, evaluation excluded; batch 32, lr 1e-3, no dropout, 64 px, 4x4 objects
 - rn, `--schedule cosine --steps 1200`: >= 90% validation1 first at step 1,100 (292 CPU s;
   90.3%), 90.0% [88.0, 91.7] at 1,200 (319 CPU s), the same with re-estimated averages (the
   lag is gone); 2 bars 95.7%, 3 bars 85.4%; validation2 (unseen colours) 72.4%. The package's
-  train loop with the same schedule (`make demo`) ends at 92.30% [90.5, 93.8] at step 1,200.
+  train loop with the same schedule (`make demo`) ended at 92.30% [90.5, 93.8] at step 1,200
+  when this was written; the README gives what the current code's demo measured.
 """
 
 from __future__ import annotations
