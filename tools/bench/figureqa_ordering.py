@@ -43,11 +43,11 @@ selection, 2,000 reported validation2 questions; 1,500 updates of batch 32, Adam
   is false. Training CPU 821 s for the three, the process 1,412 CPU s, at nice 19 beside
   other jobs. The same command gave other figures at earlier commits, with the same seed:
   CNN+LSTM 71.25 < RN 76.50 when this benchmark was written, and text-only 49.9 [47.7, 52.1]
-  < RN 73.5 [71.5, 75.4] < CNN+LSTM 79.1 [77.3, 80.8] in the rerun reported in issue 30 (both
+  < RN 73.5 [71.5, 75.4] < CNN+LSTM 79.1 [77.3, 80.8] in a later rerun (both
   before the NumPy feature maps replaced TensorFlow's, chartjax/data/resize.py, which differ
   from them at the level of float rounding; not yet confirmed to be the cause). Either way the
   two image models move by 5-10 points between such runs at this scale, so their ordering is
-  not a stable result here; runs over more seeds are in issue 30's notes.
+  not a stable result here (one seed so far; other seeds are still to be measured).
 - constant rate (`--lr-schedule constant`): text-only 49.2% [47.0, 51.4] < CNN+LSTM 86.8%
   [85.3, 88.2] but RN 75.4% [73.4, 77.2]: the last two REVERSED. Both leave chance at 500-600
   updates; the CNN+LSTM keeps climbing at the full rate while the RN stays at 72-76% (train
