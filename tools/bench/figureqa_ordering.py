@@ -47,7 +47,10 @@ selection, 2,000 reported validation2 questions; 1,500 updates of batch 32, Adam
   before the NumPy feature maps replaced TensorFlow's, chartjax/data/resize.py, which differ
   from them at the level of float rounding; not yet confirmed to be the cause). Either way the
   two image models move by 5-10 points between such runs at this scale, so their ordering is
-  not a stable result here (one seed so far; other seeds are still to be measured).
+  not a stable result here. Seed 1 (same commit; its own corpus and initialisation): text-only
+  48.55% [46.36, 50.74] < CNN+LSTM 78.00% [76.13, 79.76] < RN 81.60% [79.84, 83.24], the
+  ordering holding by 3.6 points with intervals 0.08 apart. So over seeds 0-1 the RN ties or
+  barely beats the CNN+LSTM; seed 2 is still to be measured.
 - constant rate (`--lr-schedule constant`): text-only 49.2% [47.0, 51.4] < CNN+LSTM 86.8%
   [85.3, 88.2] but RN 75.4% [73.4, 77.2]: the last two REVERSED. Both leave chance at 500-600
   updates; the CNN+LSTM keeps climbing at the full rate while the RN stays at 72-76% (train
