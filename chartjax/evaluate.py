@@ -61,15 +61,11 @@ LOSS = "loss"  # the metric name of the teacher-forced validation loss (train.be
 def make_loss_fn(model_def, task, state_shardings, mesh):
     """The jitted teacher-forced loss of a padded eval batch -> (sum over target tokens, number
     of target tokens), both replicated. Padding rows (`_mask` False) get only padding targets,
-    so they count no token. Text-to-text tasks only (their loss reports `num_tokens`)."""
+    so they count no token. Text-to-text tasks only (their loss reports `num_tokens`): train
+    refuses `best_metric = "loss"` for other tasks before building the model."""
 
     def loss(state, batch, mask):
         model = model_def.merge(state["params"], state["model_state"])
-        if "decoder_target_tokens" not in batch:
-            raise checks.ConfigError(
-                f"train.best_metric = {LOSS!r}: {task.name} is not a text-to-text task; "
-                "select by one of its metrics instead"
-            )
         pad = getattr(model.cfg, "pad_id", 0)
         targets = jnp.where(mask[:, None], batch["decoder_target_tokens"], pad)
         mean, aux = task.loss(model, {**batch, "decoder_target_tokens": targets}, train=False)

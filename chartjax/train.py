@@ -179,6 +179,11 @@ def train(
     eval_lib.check_data(
         the_task, ((train_split,) if train_split else ()) + eval_splits, flag="split"
     )
+    if best_metric == eval_lib.LOSS and "decoder_target_tokens" not in the_task.model_inputs:
+        raise checks.ConfigError(
+            f"train.best_metric = {eval_lib.LOSS!r}: {the_task.name} is not a text-to-text task; "
+            "select by one of its metrics instead"
+        )
     # ---------------------------------------------------------------- workdir lock -----
     log = RunLog(workdir, enabled=pid == 0)
     # The lock comes before anything is written; released however the run ends.

@@ -9,6 +9,7 @@ import gin
 import jax
 import numpy as np
 import optax
+import pytest
 
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config as config_lib
@@ -99,3 +100,16 @@ def test_a_best_metric_the_split_does_not_give_is_said_not_silent(tmp_path):
         gin.clear_config()
     assert said and "validation gave no such metric (it gave " in said[0], said
     assert "no best checkpoint is kept" in said[0]
+
+
+def test_validation_loss_of_a_task_without_targets_is_refused_before_the_model(tmp_path):
+    from chartjax.config_checks import ConfigError
+
+    gin.clear_config()
+    config_lib.parse_gin(["tasks/synthetic_rn.gin"], ["train.best_metric = 'loss'"])
+    try:
+        with pytest.raises(ConfigError, match="synthetic is not a text-to-text task"):
+            train_lib.train(str(tmp_path / "run"))
+    finally:
+        gin.clear_config()
+    assert not (tmp_path / "run").exists()
