@@ -252,13 +252,19 @@ def check_data(task: Task, splits, *, flag: str = "--split") -> None:
         ) from None
     problems = []
     for split in splits:
+        missing = False
         for name in re.split(r"\s*\+\s*", split):
             name = re.sub(r"\[.*\]$", "", name.strip())
             if name not in known:
+                missing = True
                 problems.append(
                     f"{flag}={split}: {task.name} has no split {name!r} (it has "
                     f"{', '.join(known)}){checks.did_you_mean(name, known)}"
                 )
+        # A slice of a small build can hold no record ("train[95%:]" of 8): say so here, not
+        # as array_record's "Paths sequence can not be of 0 length" after training.
+        if not missing and not builder().info.splits[split].num_examples:
+            problems.append(f"{flag}={split}: selects no record of {task.name}'s build")
     if problems:
         raise checks.ConfigError("\n".join(problems))
 

@@ -13,7 +13,7 @@ chartjax.tasks.chart_to_text's `expand` reads, with the table in the builder's r
 prompt ("translate Chart to Text: <title> <s> <records>") is built from it.
 `best_constant` picks the constant-summary baseline on training data.
 
-Pure Python (no tf, jax or gin): tools/gpu/t5_learning.py reads the JSONL this writes.
+Pure Python (no tf, jax or gin).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 
 from chartjax.data import sources
 from chartjax.metrics.scores import Scores
-from chartjax.tasks.task import Evaluation, Task
+from chartjax.tasks.task import Evaluation, SequenceLengths, Task
 
 PAD, EOS, START = 0, 1, 0  # T5 conventions: pad 0, EOS 1, decoder start 0
 FIRST_ID = 3
@@ -72,8 +72,15 @@ def make_task(
     eval_offset = 10_000_000
 
     def ex(i):
-        out = _example(int(i), seed, modality, input_len, target_len, vocab_size, patch_dim)
-        out["id"] = f"{modality}/{int(i) - eval_offset}"
+        return {"index": int(i), "id": f"{modality}/{int(i) - eval_offset}"}
+
+    def featurize(example):
+        # Drawn here, in the loader workers, not in the source: at Pix2Struct-base's 2,048
+        # patches an example is 1.5M random floats, too slow for one process to feed a GPU.
+        out = _example(
+            example["index"], seed, modality, input_len, target_len, vocab_size, patch_dim
+        )
+        out["id"] = example["id"]
         return out
 
     def loss(model, batch, *, train):
@@ -107,11 +114,12 @@ def make_task(
     return Task(
         name=f"synthetic_seq2seq_{modality}",
         source=sources.IndexedSource(ex, num_train, num_eval, eval_offset=eval_offset),
-        features=lambda keep_host: lambda example: example,
+        features=lambda keep_host: featurize,
         loss=loss,
         predict=predict,
         evaluate=evaluate,
         model_inputs=("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens"),
         eval_splits=("validation",),
         host_inputs=("decoder_target_tokens",),
+        lengths=SequenceLengths(encoder=input_len, decoder=target_len + 1),  # MFU in the log
     )

@@ -153,6 +153,14 @@ def test_a_split_the_dataset_lacks_is_one_line_for_chartjax_eval(tmp_path, capsy
         "train1, validation1, no_annot_test1); did you mean 'validation1'?\n"
     )
     assert not workdir.exists()
+    # A slice that selects nothing (validation1 holds one figure) is refused the same way.
+    args = ["--gin_file=tasks/figureqa_text_only.gin", f"--workdir={workdir}"]
+    args.append(f"--gin_bindings=figureqa_task.data_dir = '{data_dir}'")
+    assert eval_cli.main([*args, "--split=validation1[99%:]"]) == 2
+    assert capsys.readouterr().err == (
+        "chartjax-eval: error: --split=validation1[99%:]: selects no record of figureqa's build\n"
+    )
+    assert not workdir.exists()
 
 
 @pytest.mark.parametrize("command", ["train", "eval"])

@@ -101,11 +101,12 @@ plausible values for the topic, not the printed ones, and often the wrong catego
 then: it fits the 1500 training tables better than it reads. Also without reading: the same
 with `--split_digits` (one piece per digit; stopped at 900 steps: no_title 0.002 at 600,
 title exact 0.21). So reading values is not had within 20 CPU minutes here; the way to it is
-the GPU script, tools/gpu/pix2struct_learning.py (larger model, 1,024 patches, the same corpus
-settings, more charts).
+a staged curriculum (tools/bench/reading.py) and more compute: tools/gpu/checks.py's `reading`
+check runs it with chartjax-train at a GPU size (512 wide, 4+4 layers, 1,024 patches, the same
+corpus settings, 1,800 training charts).
 
-GPU run (the issue's second learning check; no device was lent when this was written, and the
-lent GPU machines have neither TensorFlow nor gin, so it needs a full chartjax environment):
+GPU run (the issue's second learning check; no device was lent when this was written; on a
+host without TensorFlow, build the corpus elsewhere and carry it, as tools/gpu/checks.py does):
 the Relation Network on a generated FigureQA corpus of the release's size (100,000 training
 images):
 

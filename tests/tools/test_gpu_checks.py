@@ -1,0 +1,103 @@
+"""tools/gpu/checks.py (issue 25, item 6): the GPU checks are runs of the product's CLIs with the
+package's recipes; each check's bindings parse, and a check runs where TensorFlow cannot be
+imported, logging what the device check reads (throughput and TFLOP/s)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import gin
+import pytest
+
+from chartjax import config as config_lib
+from tests.tasks.conftest import ROOT
+from tests.tasks.hide_tf import HIDE_TF
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(ROOT, "tools", "gpu", f"{name}.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+checks = _load("checks")
+wheels = _load("wheels")
+
+
+@pytest.mark.parametrize("tiny", [True, False])
+@pytest.mark.parametrize("check", sorted(checks.CHECKS))
+def test_every_run_of_every_check_parses_through_gin(tmp_path, check, tiny):
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "spm.vocab").write_text("a\t0\nb\t0\n")
+    runs = checks.steps(check, tiny, str(tmp_path))
+    assert runs and all(r["tool"] in ("train", "evaluate") for r in runs)
+    for r in runs:
+        bindings = [b.replace("{stage1_checkpoint}", "/ckpt") for b in r["bindings"]]
+        assert not any("{" in b and "}" in b and "'{" in b for b in bindings)
+        gin.clear_config()
+        try:  # an evaluation reads its run's config.gin: its bindings go on the train run's
+            files = r["gin_file"] or runs[0]["gin_file"]
+            config_lib.parse_gin(
+                files, (runs[0]["bindings"] if not r["gin_file"] else []) + bindings
+            )
+            if check == "reading":
+                assert gin.query_parameter("Pix2StructConfig.vocab_size") == 2  # the .vocab's lines
+        finally:
+            gin.clear_config()
+
+
+def test_the_device_call_installs_the_wheels_and_carries_the_data():
+    data = os.path.join(ROOT, "runs", "gpu", "figureqa")
+    call = checks.device_call("figureqa", data)
+    assert call["carry"] == [".whl", "runs/gpu/figureqa"]
+    assert call["command"].startswith("python3 -m pip install")
+    assert "--target /tmp/site .whl/*.whl" in call["command"]
+    assert call["command"].endswith(
+        "python3 tools/gpu/checks.py run figureqa --data runs/gpu/figureqa --out $OUT/figureqa"
+    )
+    assert checks.device_call("memory_large", data)["carry"] == [".whl"]  # synthetic: no corpus
+
+
+def test_the_carried_wheels_are_pinned_to_this_environment_or_the_host_range():
+    pins = dict(p.split("==") if "==" in p else (p, None) for p in wheels.pins())
+    assert pins["gin-config"] and pins["tensorflow-datasets"] and pins["array-record"]
+    assert "flax>=0.12.9,<0.13" in pins  # JAX 0.11 on the host's Python 3.12
+    assert not {"tensorflow", "tensorflow-cpu", "jax", "jaxlib"} & set(pins)
+
+
+@pytest.mark.slow
+def test_a_check_runs_without_tensorflow_and_logs_its_throughput(tmp_path):
+    site = tmp_path / "hide_tf"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HIDE_TF)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), ROOT]), JAX_PLATFORMS="cpu")
+    env["CHARTJAX_LOADER_WORKERS"] = "1"
+    env.pop("XLA_FLAGS", None)  # one device, as on the GPU host (the suite simulates 8)
+    out = tmp_path / "out"
+    name = "pix2struct_large_full"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "gpu", "checks.py"), "run", "memory_large"]
+        + ["--tiny", "--only", name, "--out", str(out), "--work", str(tmp_path / "work")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    log = (out / "log.txt").read_text() if (out / "log.txt").exists() else ""
+    assert proc.returncode == 0, proc.stdout + proc.stderr + log[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    (row,) = result["runs"]
+    assert (row["name"], row["rc"], result["ok"]) == (name, 0, True)
+    assert [m["step"] for m in row["train_metrics"]] == [1, 2]
+    last = row["train_metrics"][-1]
+    assert math.isfinite(last["loss"]) and last["examples_per_s"] > 0
+    assert last["tflops_per_s_per_device"] > 0  # the synthetic task's lengths give the FLOPs
+    assert "No module named 'tensorflow'" not in log

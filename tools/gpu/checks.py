@@ -1,0 +1,426 @@
+"""The GPU checks, run through the product (issue 25, item 6): each check is a list of
+`chartjax-train` / `chartjax-eval` runs of the package's recipes, prepared HERE (a full
+chartjax environment: the corpora are built with `tfds build`, which needs TensorFlow) and run
+THERE, on a bare accelerator host that has JAX but neither TensorFlow nor gin, as one command.
+
+    python tools/gpu/checks.py prepare CHECK      # here: corpora, vocabulary, wheels, command
+    python3 tools/gpu/checks.py run CHECK --out $OUT/CHECK     # there (what prepare prints)
+
+`prepare` writes the check's data under `runs/gpu/CHECK/` and the wheels the host lacks under
+`.whl/` (tools/gpu/wheels.py: chartjax itself, gin-config, tensorflow-datasets and the pure-Python
+libraries pinned here), then prints the device tool's call: the command, which installs the
+wheels into /tmp/site and runs this file's `run`, and its `carry` list. `run` needs only the
+standard library and the installed package: each step is `python -m chartjax.tools.train` (or
+`.evaluate`) in a child process, its output in `<out>/log.txt`; then one `<out>/result.json`
+with every run's logged training metrics (loss, examples/s, TFLOP/s, MFU, peak device memory)
+and evaluation metrics. `--tiny` shrinks every model and step count to a CPU smoke size (the
+test, tests/tools/test_gpu_checks.py, runs it with TensorFlow made unimportable).
+
+Checked without a GPU (2026-12-03): every check's `--tiny` run passed in a Python 3.12.1
+virtual environment holding only packages of the host's list (jax/jaxlib 0.11.2 from PyPI, NumPy,
+Pillow, SentencePiece, protobuf, pyarrow, etils, scipy, matplotlib, ...; no TensorFlow, gin or
+TFDS) plus the carried wheels, with JAX_PLATFORMS=cpu; that is how wheels.py's list was found.
+`prepare reading` at full size carries 58.8 MiB, `figureqa` about 54 MiB, `memory_*` 18.4 MiB.
+
+Checks (none has run on a GPU yet: no device was lent to the sessions that wrote them, and the
+step counts are guesses at what fits one 10-minute call):
+* `figureqa`: `make demo`'s two runs (tasks/figureqa_demo_rn.gin, figureqa_demo_text_only.gin)
+  on the demo's corpus, without its 10-minute cap: the RN must beat text-only on validation1.
+* `reading` (issue 28, item 4): the toy MatCha curriculum at a GPU size: stage 1 reads
+  rendered text (tasks/matcha_reading_toy.gin), stage 2 reads tables off charts from stage 1's
+  checkpoint (tasks/matcha_chart_table_toy.gin), then `chartjax-eval` on held-out charts
+  (1,800 + 200 charts: what the 64 MiB upload carries besides the wheels). The
+  CPU version, with the constant baseline and its CI, is tools/bench/reading.py.
+* `memory_base`, `memory_large` (issue 29, item 5): Pix2Struct-base at 2,048 patches and -large at 4,096 on the
+  synthetic patch task (tasks/pix2struct_synthetic_smoke.gin, no corpus), bf16, under each
+  rematerialization policy at the batch XLA:CPU's memory analysis fits in 139 GB
+  (docs/memory.md): the train log's MFU and peak device memory. Packing is left out: it
+  applies to the text rows and, for patches, measured slower (docs/packing.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# One device call is 600 s, the wheels' install included: the runs share what is left.
+RUN_BUDGET_S = 540
+# Checks whose runs depend on the one before (a failure ends the check); elsewhere a failed
+# run (an out-of-memory batch, say) is a result and the next one runs.
+CHAINED = ("reading",)
+
+# The demo's corpus settings (chartjax.tools.demo).
+FIGUREQA_TRAIN, FIGUREQA_VAL = 2000, 250
+# Charts of the reading check: tools/bench/reading.py's corpus, more of them.
+READING_CORPUS = {
+    "types": ["Grouped vertical bar"],
+    "size": (480, 360),
+    "max_categories": 3,
+    "max_topics": 4,
+    "max_series": 1,
+    "value_labels": 16,
+}
+# ~21.6 KB a chart built: 2,000 charts, the wheels (~16 MB) and the checkout fit the 64 MiB.
+READING_TRAIN, READING_HELDOUT, READING_VOCAB = 1800, 200, 1000
+CARRY_LIMIT = 64 * 2**20
+# Pix2Struct patches at patch_size 16: 2 + 16*16*3.
+PATCH_DIM = 770
+
+
+def _figureqa(tiny: bool) -> list[dict]:
+    data = ["DATA_DIR = '{data}/tfds'", "train.progress = False"]
+    steps = ["train.num_train_steps = 2", "schedule.total_steps = 2"] if tiny else []
+    return [
+        {
+            "name": name,
+            "tool": "train",
+            "gin_file": [f"tasks/figureqa_demo_{name}.gin"],
+            "bindings": [*data, "train.max_train_time_s = None", *steps],
+        }
+        for name in ("rn", "text_only")
+    ]
+
+
+def _reading(tiny: bool) -> list[dict]:
+    size = (
+        ["Pix2StructConfig.emb_dim = 32", "Pix2StructConfig.mlp_dim = 64"]
+        + ["Pix2StructConfig.num_heads = 2", "Pix2StructConfig.head_dim = 16"]
+        + ["Pix2StructConfig.num_encoder_layers = 1", "Pix2StructConfig.num_decoder_layers = 1"]
+        + ["Features.max_patches = 64", "matcha_task.eval_examples = 4"]
+        if tiny
+        else [  # a guess at what learns in a few GPU minutes: 4x the CPU bench's width
+            "Pix2StructConfig.emb_dim = 512",
+            "Pix2StructConfig.mlp_dim = 1024",
+            "Pix2StructConfig.num_heads = 8",
+            "Pix2StructConfig.head_dim = 64",
+            "Pix2StructConfig.num_encoder_layers = 4",
+            "Pix2StructConfig.num_decoder_layers = 4",
+            "Pix2StructConfig.dtype = 'bfloat16'",
+            "Features.max_patches = 1024",
+            "train.global_batch_size = 64",
+            "schedule.peak = 0.003",
+        ]
+    )
+    steps1, steps2 = (2, 2) if tiny else (3000, 3000)
+    every = 2 if tiny else 1000
+    common = [
+        "VOCAB = '{data}/vocab/spm.model'",
+        "Pix2StructConfig.vocab_size = {vocab_size}",
+        *size,
+        f"train.eval_every = {every}",
+        f"train.checkpoint_every = {every}",
+        "train.progress = False",
+        # two stages, start-ups and the held-out evaluation in one 10-minute call
+        "train.max_train_time_s = 180" if not tiny else "train.max_train_time_s = None",
+    ]
+    return [
+        {
+            "name": "stage1",
+            "tool": "train",
+            "gin_file": ["tasks/matcha_reading_toy.gin"],
+            "bindings": [
+                *common,
+                "DATA_DIR = '{data}/tfds_train'",
+                f"train.num_train_steps = {steps1}",
+            ],
+        },
+        {
+            "name": "stage2",
+            "tool": "train",
+            "gin_file": ["tasks/matcha_chart_table_toy.gin"],
+            "bindings": [
+                *common,
+                "DATA_DIR = '{data}/tfds_train'",
+                "INIT_PATH = '{stage1_checkpoint}'",
+                f"train.num_train_steps = {steps2}",
+                # all of the training build; the held-out build is scored next
+                "deplot_task.train_split = 'train'",
+                "train.eval_every = 0",
+                "train.final_eval = False",
+            ],
+        },
+        {  # the held-out charts, scored with the run's own settings (its config.gin)
+            "name": "stage2",
+            "tool": "evaluate",
+            "gin_file": [],
+            "bindings": ["DATA_DIR = '{data}/tfds_heldout'"],
+            "split": "train",
+        },
+    ]
+
+
+# (size file, patches, {remat policy: batch}); batches: the largest that XLA:CPU's compiled
+# memory analysis fits in 139 GB (tools/bench/remat_memory.py, docs/memory.md).
+MEMORY_ROWS = (
+    ("sizes/pix2struct_base.gin", 2048, {"none": 12, "dots_saveable": 24, "full": 62}),
+    ("sizes/pix2struct_large.gin", 4096, {"none": 1, "dots_saveable": 2, "full": 7}),
+)
+
+
+VOCAB_OWNERS = ("Pix2StructConfig", "synthetic_seq2seq_task")  # Pix2Struct-base's 50,244
+
+
+def _memory(tiny: bool, rows=MEMORY_ROWS) -> list[dict]:
+    out = []
+    for size, patches, batches in rows:
+        for policy, batch in batches.items():
+            name = f"{os.path.basename(size)[:-4]}_{policy}"
+            shape = [
+                "Pix2StructConfig.patch_size = 16",
+                f"Pix2StructConfig.max_position_embeddings = {4096 if not tiny else 64}",
+                "Pix2StructConfig.dtype = 'bfloat16'",
+                f"Pix2StructConfig.remat_policy = '{policy}'",
+                f"synthetic_seq2seq_task.patch_dim = {PATCH_DIM}",
+                f"synthetic_seq2seq_task.input_len = {patches if not tiny else 16}",
+                f"synthetic_seq2seq_task.target_len = {128 if not tiny else 4}",
+                *([] if tiny else [f"{k}.vocab_size = 50244" for k in VOCAB_OWNERS]),
+            ]
+            run = [
+                f"train.global_batch_size = {batch if not tiny else 2}",
+                f"train.num_train_steps = {30 if not tiny else 2}",
+                f"train.log_every = {10 if not tiny else 1}",
+                "train.checkpoint_every = 1000000",  # no checkpoint: speed and memory only
+                "train.final_eval = False",
+                "train.progress = False",
+            ]
+            out.append(
+                {
+                    "name": name,
+                    "tool": "train",
+                    "gin_file": ["tasks/pix2struct_synthetic_smoke.gin", *([] if tiny else [size])],
+                    "bindings": shape + run,
+                }
+            )
+    return out
+
+
+CHECKS = {
+    "figureqa": _figureqa,
+    "reading": _reading,
+    # a call each: three compilations of a base or large train step take minutes
+    "memory_base": lambda tiny: _memory(tiny, MEMORY_ROWS[:1]),
+    "memory_large": lambda tiny: _memory(tiny, MEMORY_ROWS[1:]),
+}
+
+
+def latest_checkpoint(workdir: str) -> str:
+    root = os.path.join(workdir, "checkpoints")
+    steps_ = [int(d) for d in os.listdir(root) if d.isdigit()] if os.path.isdir(root) else []
+    return os.path.join(root, str(max(steps_))) if steps_ else ""
+
+
+def vocab_size(data: str) -> str:
+    """The pieces of the check's SentencePiece vocabulary (its .vocab file, a line each)."""
+    path = os.path.join(data, "vocab", "spm.vocab")
+    if not os.path.exists(path):
+        return "{vocab_size}"  # a check without one never reads it
+    with open(path, encoding="utf-8") as f:
+        return str(sum(1 for _ in f))
+
+
+def steps(check: str, tiny: bool, data: str) -> list[dict]:
+    """The check's runs, with {data} and {vocab_size} filled in ({stage1_checkpoint} is read
+    when the step starts: the stage before it must have run)."""
+    fill = {"{data}": data, "{vocab_size}": vocab_size(data)}
+
+    def bind(b):
+        for k, v in fill.items():
+            b = b.replace(k, v)
+        return b
+
+    return [{**s, "bindings": [bind(b) for b in s["bindings"]]} for s in CHECKS[check](tiny)]
+
+
+def argv(step: dict, work: str) -> list[str]:
+    module = {"train": "chartjax.tools.train", "evaluate": "chartjax.tools.evaluate"}[step["tool"]]
+    cmd = [sys.executable, "-m", module, f"--workdir={os.path.join(work, step['name'])}"]
+    cmd += [f"--gin_file={f}" for f in step["gin_file"]]
+    cmd += [f"--split={step['split']}"] if "split" in step else []
+    return cmd + [f"--gin_bindings={b}" for b in step["bindings"]]
+
+
+# ------------------------------------------------------------------ there -----------------
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _eval_metrics(workdir: str) -> dict:
+    """eval/<split>/step_<N>/metrics.json of a workdir: {split: {step: metrics}}."""
+    out = {}
+    root = os.path.join(workdir, "eval")
+    for split in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+        for d in sorted(os.listdir(os.path.join(root, split))):
+            path = os.path.join(root, split, d, "metrics.json")
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    out.setdefault(split, {})[d] = json.load(f)
+    return out
+
+
+def run(check: str, data: str, out: str, tiny: bool, work: str | None = None, only=None) -> dict:
+    """Runs the check's steps in order (`only`: those of these names; a failed step ends the
+    check) and writes `<out>/result.json` and `<out>/log.txt`."""
+    os.makedirs(out, exist_ok=True)
+    work = work or os.path.join("/tmp", f"chartjax_gpu_{check}")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    result = {"check": check, "tiny": tiny, "runs": []}
+    deadline = time.time() + RUN_BUDGET_S
+    with open(os.path.join(out, "log.txt"), "w", encoding="utf-8") as log:
+        for step in steps(check, tiny, os.path.abspath(data)):
+            if only and step["name"] not in only:
+                continue
+            ckpt = latest_checkpoint(os.path.join(work, "stage1"))
+            step["bindings"] = [b.replace("{stage1_checkpoint}", ckpt) for b in step["bindings"]]
+            cmd = argv(step, work)
+            log.write("\n$ " + " ".join(cmd) + "\n")
+            log.flush()
+            t0 = time.time()
+            try:
+                # Run in `work`, not the checkout: the installed chartjax (with chartjax.tools)
+                # must come first, not the checkout's chartjax/ folder.
+                rc = subprocess.run(
+                    cmd,
+                    cwd=work,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=max(deadline - t0, 1),
+                ).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+            workdir = os.path.join(work, step["name"])
+            row = {"name": step["name"], "tool": step["tool"], "rc": rc}
+            row["wall_s"] = round(time.time() - t0, 1)
+            row["train_metrics"] = _read_jsonl(os.path.join(workdir, "train_metrics.jsonl"))
+            row["eval"] = _eval_metrics(workdir)
+            result["runs"].append(row)
+            print(json.dumps({k: row[k] for k in ("name", "tool", "rc", "wall_s")}), flush=True)
+            if rc != 0 and (check in CHAINED or rc == "timeout"):
+                break
+    result["ok"] = all(r["rc"] == 0 for r in result["runs"])
+    with open(os.path.join(out, "result.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+# ------------------------------------------------------------------ here ------------------
+
+
+def prepare_data(check: str, data: str, tiny: bool) -> None:
+    """Builds the check's corpora (and vocabulary) under `data` with the package's generators
+    and TFDS builders; needs the full environment."""
+    from chartjax.tools import demo
+    from chartjax.tools.bench import corpora, learning
+
+    if check == "figureqa":
+        n_train, n_val = (20, 10) if tiny else (FIGUREQA_TRAIN, FIGUREQA_VAL)
+        stamp = {"name": demo.CORPUS_NAME, "train_images": n_train, "val_images": n_val}
+        generate = dict(
+            train_images=n_train,
+            val_images=n_val,
+            test_images=0,
+            seed=0,
+            workers=2,
+            overwrite=True,
+            options=demo.CORPUS,
+        )
+        corpora.figureqa_stamped(
+            os.path.join(data, "raw"),
+            os.path.join(data, "tfds"),
+            os.path.join(data, "corpus.json"),
+            {**stamp, "seed": 0, **demo.CORPUS},
+            generate,
+            log=print,
+        )
+        shutil.rmtree(os.path.join(data, "raw"), ignore_errors=True)  # not carried
+    elif check == "reading":
+        n_train, n_held = (8, 4) if tiny else (READING_TRAIN, READING_HELDOUT)
+        for split, num, seed in (("train", n_train, 1), ("heldout", n_held, 2)):
+            raw = os.path.join(data, f"raw_{split}")
+            corpora.chart_info(
+                raw, os.path.join(data, f"tfds_{split}"), num, seed, workers=2, **READING_CORPUS
+            )
+        learning.train_vocab(
+            os.path.join(data, "raw_train"), os.path.join(data, "vocab", "spm"), READING_VOCAB
+        )
+        for split in ("train", "heldout"):
+            shutil.rmtree(os.path.join(data, f"raw_{split}"), ignore_errors=True)
+
+
+def _size(path: str) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def carried_bytes(call: dict) -> int:
+    """What the device call sends: the checkout's tracked and untracked-not-ignored files and
+    the carried paths."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    tree = sum(_size(os.path.join(ROOT, f.decode())) for f in files if f)
+    return tree + sum(_size(os.path.join(ROOT, c)) for c in call["carry"])
+
+
+def device_call(check: str, data: str) -> dict:
+    """The device tool's arguments for `check`."""
+    rel = os.path.relpath(data, ROOT)
+    command = (
+        "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "
+        "--target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 || exit; "
+        f"python3 tools/gpu/checks.py run {check} --data {rel} --out $OUT/{check}"
+    )
+    carry = [".whl"] + ([rel] if check in ("figureqa", "reading") else [])
+    return {"command": command, "carry": carry, "timeout_s": 600}
+
+
+def main(argv_=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="verb", required=True)
+    for verb in ("prepare", "run"):
+        s = sub.add_parser(verb)
+        s.add_argument("check", choices=sorted(CHECKS))
+        s.add_argument("--data", help="the check's data folder (default runs/gpu/CHECK)")
+        s.add_argument("--tiny", action="store_true", help="CPU smoke sizes (the test's)")
+        if verb == "run":
+            s.add_argument("--out", required=True, help="result.json and log.txt go here")
+            s.add_argument("--work", help="workdirs (default /tmp/chartjax_gpu_CHECK)")
+            s.add_argument("--only", action="append", help="run only this step (repeatable)")
+        else:
+            s.add_argument("--no-wheels", action="store_true", help="data only")
+    args = p.parse_args(argv_)
+    data = args.data or os.path.join(ROOT, "runs", "gpu", args.check)
+    if args.verb == "run":
+        result = run(args.check, data, args.out, args.tiny, args.work, args.only)
+        print(json.dumps({"check": args.check, "ok": result["ok"]}))
+        return 0 if result["ok"] else 1
+    prepare_data(args.check, data, args.tiny)
+    if not args.no_wheels:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import wheels
+
+        wheels.download(os.path.join(ROOT, ".whl"))
+    call = device_call(args.check, data)
+    print(json.dumps(call, indent=1))
+    size = carried_bytes(call)
+    print(f"carried: {size / 2**20:.1f} MiB of the device call's {CARRY_LIMIT // 2**20} MiB")
+    return 0 if size <= CARRY_LIMIT else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
