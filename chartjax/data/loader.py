@@ -13,6 +13,14 @@ there, on the stacked batch). Workers are spawned (never forked: the parent runs
 threads), ignore Ctrl-C (the training loop turns the first one into save-and-stop), and take the
 map as cloudpickle bytes, loaded once per worker.
 
+Per example a worker costs no more CPU than the map in this process (tools/bench/input.py).
+It cost 15-25% more through memory, measured per 8-image Pix2Struct batch: spawned workers did
+not inherit the parent's `host_memory.keep_freed_memory()` (19 CPU ms more per image, all page
+faults; their initializer calls it now); filling a fresh shared block through its mapping faults
+in every 4 KiB page (44 ms for the batch's 50 MB; write(2) to the block's file: 23 ms); and the
+parent copied the block out (23 ms; on Linux the array now is the block, mapped copy-on-write,
+its name unlinked at once: the memory goes with the array's last view).
+
 Workers: `loader_workers.count` in gin, else the CHARTJAX_LOADER_WORKERS environment variable,
 else one per core beyond the first (at most 8); 0 runs the map in a background thread of this
 process.
@@ -24,6 +32,7 @@ import atexit
 import collections
 import hashlib
 import itertools
+import mmap
 import os
 import queue
 import signal
@@ -35,6 +44,8 @@ import gin
 import numpy as np
 
 _SHARED_MIN_BYTES = 1 << 20  # arrays from this size come back through shared memory
+# Where POSIX shared memory blocks are files (Linux): written and mapped through their paths.
+_SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
 _MAPS: dict[str, Callable] = {}  # in a worker: the maps it has loaded, by digest
 _POOLS: dict[int, object] = {}  # in the parent: one pool per worker count, reused
 _PENDING: set = set()  # in the parent: futures submitted and not yet read, of every map
@@ -93,8 +104,12 @@ def map_ordered(
     return _in_workers(fn, chunks, workers, max(ahead * workers, 2))
 
 
+THREAD_NAME = "chartjax-loader"  # the thread of `threaded`
+
+
 def threaded(items: Iterator, size: int) -> Iterator:
-    """`items` computed `size` ahead in a daemon thread; its errors raised here."""
+    """`items` computed `size` ahead in a daemon thread; its errors raised here. Closed, the
+    thread ends once the item it is computing is done."""
     q: queue.Queue = queue.Queue(maxsize=size)
     done = object()
     stop = threading.Event()
@@ -102,14 +117,14 @@ def threaded(items: Iterator, size: int) -> Iterator:
     def work():
         try:
             for item in items:
-                if stop.is_set():
-                    return
                 q.put(item)
+                if stop.is_set():  # before computing another
+                    return
         except BaseException as e:  # surfaced in the consumer, never swallowed
             q.put(e)
         q.put(done)
 
-    threading.Thread(target=work, daemon=True).start()
+    threading.Thread(target=work, name=THREAD_NAME, daemon=True).start()
     try:
         while True:
             item = q.get()
@@ -120,6 +135,11 @@ def threaded(items: Iterator, size: int) -> Iterator:
             yield item
     finally:
         stop.set()
+        while True:  # a full queue would block the thread's last put forever
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                break
 
 
 def _pool(workers: int):
@@ -129,7 +149,7 @@ def _pool(workers: int):
     pool = _POOLS.get(workers)
     if pool is None:
         pool = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
         )
         _POOLS[workers] = pool
     return pool
@@ -148,8 +168,11 @@ def _shutdown() -> None:
     _POOLS.clear()
 
 
-def _ignore_sigint() -> None:
+def _init_worker() -> None:
+    from chartjax import host_memory
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    host_memory.keep_freed_memory()  # spawned: the parent's mallopt does not carry over
 
 
 def _in_workers(fn, chunks: Iterable[list[dict]], workers: int, window: int) -> Iterator[dict]:
@@ -196,7 +219,9 @@ def _release(future) -> None:
         result = future.result()
     except BaseException:
         return
-    _unshared(result)
+    for v in result.values():
+        if _is_shared(v):
+            _unlink(v[1])
 
 
 def _work(digest: str, payload: bytes, chunk: list[dict]) -> dict:
@@ -211,29 +236,65 @@ def _work(digest: str, payload: bytes, chunk: list[dict]) -> dict:
 
 
 def _shared(batch: dict) -> dict:
-    """Large arrays -> ("shm", name, shape, dtype): copied once into shared memory."""
+    """Large arrays -> ("shm", name, shape, dtype): written once into shared memory."""
     out = {}
-    for k, v in batch.items():
-        if isinstance(v, np.ndarray) and v.dtype != object and v.nbytes >= _SHARED_MIN_BYTES:
-            shm = shared_memory.SharedMemory(create=True, size=v.nbytes)
-            np.ndarray(v.shape, v.dtype, buffer=shm.buf)[...] = v
-            out[k] = ("shm", shm.name, v.shape, v.dtype.str)
-            shm.close()
-        else:
-            out[k] = v
+    try:
+        for k, v in batch.items():
+            if isinstance(v, np.ndarray) and v.dtype != object and v.nbytes >= _SHARED_MIN_BYTES:
+                shm = shared_memory.SharedMemory(create=True, size=v.nbytes)
+                out[k] = ("shm", shm.name, v.shape, v.dtype.str)
+                data = np.ascontiguousarray(v).reshape(-1).view(np.uint8)
+                path = _SHM_DIR and os.path.join(_SHM_DIR, shm.name)
+                if path and os.path.exists(path):
+                    shm.close()
+                    with open(path, "r+b") as f:
+                        f.write(data)  # the kernel fills the pages: no fault per page
+                else:
+                    np.ndarray(data.shape, np.uint8, buffer=shm.buf)[...] = data
+                    shm.close()
+            else:
+                out[k] = v
+    except BaseException:
+        for v in out.values():
+            if _is_shared(v):
+                _unlink(v[1])
+        raise
     return out
+
+
+def _is_shared(v) -> bool:
+    return isinstance(v, tuple) and len(v) == 4 and v[0] == "shm"
+
+
+def _unlink(name: str) -> None:
+    shm = shared_memory.SharedMemory(name=name)  # unlink() also tells the resource tracker
+    shm.close()
+    shm.unlink()
 
 
 def _unshared(batch: dict) -> dict:
     out = {}
-    for k, v in batch.items():
-        if isinstance(v, tuple) and len(v) == 4 and v[0] == "shm":
-            shm = shared_memory.SharedMemory(name=v[1])
-            try:
-                out[k] = np.array(np.ndarray(v[2], np.dtype(v[3]), buffer=shm.buf))
-            finally:
-                shm.close()
-                shm.unlink()
-        else:
-            out[k] = v
+    try:
+        for k, v in batch.items():
+            out[k] = _array(*v[1:]) if _is_shared(v) else v
+    finally:
+        for v in batch.values():
+            if _is_shared(v):
+                _unlink(v[1])
     return out
+
+
+def _array(name: str, shape: tuple, dtype: str) -> np.ndarray:
+    """The array in shared block `name`, before the block's name is unlinked."""
+    path = _SHM_DIR and os.path.join(_SHM_DIR, name)
+    if path and os.path.exists(path):
+        # Zero-copy: the block's copy-on-write mapping (writable, writes stay here) outlives
+        # its name and is unmapped with the array's last view.
+        with open(path, "rb") as f:
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        return np.frombuffer(buf, np.dtype(dtype), count=int(np.prod(shape))).reshape(shape)
+    shm = shared_memory.SharedMemory(name=name)
+    try:
+        return np.array(np.ndarray(shape, np.dtype(dtype), buffer=shm.buf))
+    finally:
+        shm.close()

@@ -1,6 +1,8 @@
 """The loader (chartjax/data/loader.py): batches come out in order and equal with 0, 1 or 2
 worker processes, large arrays through shared memory (none left behind), the stream is read a
-bounded window ahead, and a worker's error reaches the caller with its message."""
+bounded window ahead, a worker's error reaches the caller with its message, a worker's large
+array is its shared block mapped here (no copy) and freed with the array, and workers keep freed
+memory as the entry points do."""
 
 import functools
 import os
@@ -108,3 +110,83 @@ def test_batches_read_ahead_of_a_finished_run_are_freed_at_exit(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "leaked shared_memory" not in out.stderr, out.stderr
+
+
+def _mapped_psm() -> set[str]:
+    """The shared blocks this process maps (a block's name stays in /proc after its unlink)."""
+    with open("/proc/self/maps") as f:
+        return {line.split()[-2] for line in f if "/psm_" in line and "(deleted)" in line}
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="zero-copy where blocks are files")
+def test_a_worker_array_is_its_shared_block_mapped_and_freed_with_the_array():
+    import gc
+
+    before, mapped = _shm_names(), _mapped_psm()
+    fn = functools.partial(loader.batch_of, functools.partial(_features, 2))
+    it = loader.map_ordered(fn, [[{"i": 1}, {"i": 2}]], workers=3)
+    big = next(it)["big"]
+    it.close()
+    loader._POOLS.pop(3).shutdown()  # the worker that wrote it is gone
+    assert _shm_names() <= before  # the name is unlinked while the array lives
+    assert len(_mapped_psm() - mapped) == 1  # not a copy: the block itself
+    np.testing.assert_array_equal(big[:, 5, 5], [2, 4])
+    big[0, 0, 0] = -1  # writable; copy-on-write, the block is not shared any more
+    assert big[0, 0, 0] == -1
+    view = big[1]
+    del big
+    gc.collect()
+    assert view[3, 3] == 4 and len(_mapped_psm() - mapped) == 1  # a view keeps the mapping
+    del view
+    gc.collect()
+    assert not _mapped_psm() - mapped  # the memory goes with the last view
+
+
+def _heap_holds(nbytes: int, chunk: list[dict]) -> dict:
+    buf = np.ones(nbytes, np.uint8)
+    with open("/proc/self/maps") as f:
+        heap = [line.split()[0] for line in f if line.rstrip().endswith("[heap]")]
+    lo, hi = (int(x, 16) for x in heap[0].split("-")) if heap else (0, 0)
+    return {"in_heap": np.array([lo <= buf.ctypes.data < hi])}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc/self/maps")
+def test_workers_keep_freed_memory_as_the_entry_points_do():
+    """A 30 MB buffer comes from the malloc heap, which keeps it when freed, not from a fresh
+    mmap that faults in every page again (chartjax/host_memory.py): the spawned worker does not
+    inherit the parent's mallopt, so its initializer sets it."""
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc mallopt")
+    fn = functools.partial(_heap_holds, 30 << 20)
+    (got,) = loader.map_ordered(fn, [[{"i": 0}]], workers=1)
+    assert got["in_heap"].tolist() == [True]
+
+
+def test_a_closed_thread_stream_ends_its_thread():
+    """Closed with its queue full, the 0-worker thread used to block on its next put for good,
+    holding the batches and the source."""
+    import threading
+    import time
+
+    computed = []
+
+    def items():
+        for i in range(100):
+            computed.append(i)
+            yield i
+
+    before = set(threading.enumerate())
+    it = loader.threaded(items(), 2)
+    assert next(it) == 0
+    (thread,) = set(threading.enumerate()) - before
+    assert thread.name == loader.THREAD_NAME
+    deadline = time.monotonic() + 10
+    while len(computed) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert computed == [0, 1, 2, 3]  # 1 and 2 queued, 3 waiting for room
+    it.close()
+    thread.join(10)
+    assert not thread.is_alive() and computed == [0, 1, 2, 3]

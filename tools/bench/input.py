@@ -15,7 +15,9 @@ workers than cores simulate a larger host: the per-core rate must hold) and repo
 CPU core, `examples_per_cpu_s` (examples over the CPU seconds of this process and its loader
 worker processes while the batches are drawn: on a shared machine this holds where wall-clock
 rates do not), and `cores_per_h200`: the host cores it takes to feed one H200 at 40% MFU,
-`0.4 * 989e12 / train FLOPs per example` examples/s.
+`0.4 * 989e12 / train FLOPs per example` examples/s. A closed 0-worker stream's thread finishes
+its batch before the next count is timed (that batch used to count against 1 worker), and
+`--pix2struct-rounds` passes through the worker counts several times, pooled, as load drifts.
 
 * FigureQA: the task's own batches (TFDS read of the questions, tokenization, the figures'
   images gathered from the image cache and cropped per batch; the cache, every figure decoded
@@ -39,14 +41,25 @@ Measured before the loader left TensorFlow (tf.data threads; 2 cores, load 3; `-
 cache's start-up 4.5 CPU ms per figure, once. Before the image cache (a PNG decoded per
 question) the same corpus gave ~770/s, 82 cores. Pix2Struct 19.4 images per CPU second.
 
-Before and after, one session, the same 1,000-figure corpus and flags (another machine, load
-2-5; compare as ratios): the tf.data path (commit c04f29e) gave FigureQA 2,225 questions and
-Pix2Struct 14.5 images per CPU second; the loader gave FigureQA 11,743 / 9,981 / 8,463 / 7,552
-questions per CPU second with 0 / 1 / 2 / 4 workers (4.5x to 3.4x; 4 workers oversubscribe the
-2 cores) and Pix2Struct 14.0 / 10.6 / 12.1 / 11.7 images per CPU second (the header rendering,
-PIL as before, and the patches, 27 CPU ms per image in NumPy against 29 in TF, dominate; a
-worker adds the batch's round trip). At 6.23 GFLOP per question one H200 then needs about 7
-cores of FigureQA feeding; Pix2Struct-base at 2048 patches (217 images/s) about 16-20.
+Before and after, one session (this 2-core machine type, load 3.4-6; compare as ratios),
+`--data_dir` a 1,000-figure generated corpus, `--image-size 256 --conv-layers 5 --batch 64
+--batches 80 --no-flops --pix2struct-images 32 --pix2struct-batch 8 --pix2struct-batches 8
+--pix2struct-rounds 3` (the tf.data path, commit c04f29e: `--pix2struct-batches 24`): the tf.data
+path gave FigureQA 2,036 questions and Pix2Struct 13.5 images per CPU second. Pix2Struct with 0
+/ 1 / 2 / 4 workers: the loader of 8d1ac65 11.8 / 10.2 / 9.8 / 9.5 images per CPU second
+(13-19% below 0; below in every round), the loader now 11.7 / 13.5 / 13.3 / 13.1 (11-15% above);
+a second pair at load 6-6.6: 10.9 / 10.2 / 10.2 / 9.8 before, 11.1 / 11.4 / 12.0 / 12.9 after.
+The workers lost to memory, not to the round trip: spawned, they ran without the parent's
+`keep_freed_memory` (19 CPU ms of page faults per image), and the batch's 50 MB were faulted
+into shared memory page by page and copied out (chartjax/data/loader.py's docstring). Workers
+now beat the 0-worker thread, whose malloc arena still faults (300-1,500 faults, 5-17 CPU ms
+per image; 130 with MALLOC_ARENA_MAX=1). Stages per image: header rendering 32-37 CPU ms, patches
+39-44 in NumPy against 24 in TF (tf.data run). FigureQA (workers only tokenize; unchanged) swings
++-40% between runs of 80 batches: 300 batches gave 9,773 / 8,489 / 9,666 questions per CPU
+second with 0 / 1 / 2 workers, a worker's round trip costing ~1.3 CPU ms per 64-question batch
+in the parent's executor threads against ~6.6 ms of work. At 6.23 GFLOP per question one H200
+then needs about 7 cores of FigureQA feeding; Pix2Struct-base at 2048 patches (217 images/s)
+about 16-17.
 """
 
 from __future__ import annotations
@@ -56,6 +69,7 @@ import functools
 import io
 import os
 import tempfile
+import threading
 import time
 
 from chartjax.data import pipeline
@@ -148,14 +162,34 @@ def _feed(batches, n: int, batch: int) -> dict:
     }
 
 
+def _settle(timeout: float = 120.0) -> None:
+    """Waits for the thread of a closed 0-worker stream to finish the batch it was computing,
+    which would otherwise count in the next worker count's CPU seconds (a closed worker stream
+    waits for its batches in flight itself)."""
+    from chartjax.data import loader
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(
+        t.name == loader.THREAD_NAME for t in threading.enumerate()
+    ):
+        time.sleep(0.05)
+
+
 def _with_workers(workers: int):
     os.environ["CHARTJAX_LOADER_WORKERS"] = str(workers)  # read by loader.map_ordered
 
 
 def pix2struct_feed(
-    tmp: str, images: int, batch: int, batches: int, max_patches: int, workers: list[int]
+    tmp: str,
+    images: int,
+    batch: int,
+    batches: int,
+    max_patches: int,
+    workers: list[int],
+    rounds: int = 1,
 ) -> dict:
-    """The Pix2Struct input path's per-core rate per worker count (module docstring)."""
+    """The Pix2Struct input path's per-core rate per worker count (module docstring), over
+    `rounds` passes through the worker counts (a shared machine's load drifts)."""
     import itertools
 
     import numpy as np
@@ -181,13 +215,28 @@ def pix2struct_feed(
     recs = [{"image_bytes": p, "prompt": CLAIM, "target": SUMMARY} for p in pngs]
     fpe = flops.train_flops_per_example(Pix2StructConfig(**BASE), max_patches, 128)["total"]
     fn = functools.partial(loader.batch_of, seq2seq._featurize_fn(features, vocab, False))
-    out = {"max_patches": max_patches, "batch": batch, "examples": batch * batches}
+    n = batch * batches * rounds
+    out = {"max_patches": max_patches, "batch": batch, "examples": n, "rounds": rounds}
+    runs: dict[int, list[dict]] = {w: [] for w in workers}
+    for _ in range(rounds):
+        for w in workers:
+            _with_workers(w)
+            stream = loader.chunked(itertools.cycle(recs), batch, drop_remainder=True)
+            it = loader.map_ordered(fn, stream)
+            runs[w].append(_feed(it, batches, batch))
+            it.close()
+            _settle()
     out["workers"] = {}
-    for w in workers:
-        _with_workers(w)
-        stream = loader.chunked(itertools.cycle(recs), batch, drop_remainder=True)
-        t = _feed(loader.map_ordered(fn, stream), batches, batch)
-        out["workers"][str(w)] = {**t, **feed_rate(batch * batches, t["cpu_s"], fpe)}
+    for w, ts in runs.items():
+        wall, cpu = sum(t["wall_s"] for t in ts), sum(t["cpu_s"] for t in ts)
+        out["workers"][str(w)] = {
+            "startup_s": ts[0]["startup_s"],
+            "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3),
+            "examples_per_s": round(n / wall, 1),
+            "round_examples_per_cpu_s": [round(batch * batches / t["cpu_s"], 2) for t in ts],
+            **feed_rate(n, cpu, fpe),
+        }
     # Each stage alone (this process, one image at a time), CPU seconds per image.
     decoded = [decode_image_bytes(p) for p in pngs]
     rendered = [seq2seq.image_with_header(im, CLAIM, features) for im in decoded]
@@ -226,6 +275,8 @@ def figureqa_feed(args, data_dir: str, fpe: float | None) -> dict:
         startup, startup_cpu = time.perf_counter() - t0, harness.tree_cpu_seconds() - cpu0
         figures = task.source.cached_figures
         t = _feed(it, args.batches, args.batch)
+        del it  # closes the stream
+        _settle()
         out[str(w)] = {
             "startup_s": round(startup, 2),
             "startup_cpu_s_per_figure": round(startup_cpu / max(figures, 1), 5),
@@ -257,6 +308,12 @@ def main(argv=None) -> dict:
     p.add_argument("--pix2struct-images", type=int, default=32, help="0: skip that path")
     p.add_argument("--pix2struct-batch", type=int, default=8)
     p.add_argument("--pix2struct-batches", type=int, default=8)
+    p.add_argument(
+        "--pix2struct-rounds",
+        type=int,
+        default=1,
+        help="passes through the worker counts, pooled (load drifts on a shared machine)",
+    )
     p.add_argument("--max-patches", type=int, default=2048)
     p.add_argument("--no-flops", action="store_true", help="skip the RN FLOP count (a compile)")
     harness.add_out_flag(p)
@@ -280,6 +337,7 @@ def main(argv=None) -> dict:
                 args.pix2struct_batches,
                 args.max_patches,
                 args.workers,
+                args.pix2struct_rounds,
             )
     if args.with_step:
         argv = ["--kind", "rn", "--image-size", str(args.image_size)]
