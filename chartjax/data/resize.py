@@ -79,6 +79,8 @@ def _gather(img: np.ndarray, axis: int, in_size: int, out_size: int) -> np.ndarr
     """One axis of the resize: each output a weighted sum over its span, in span order as TF
     accumulates; two preallocated buffers (this is the hot loop of Pix2Struct's inputs)."""
     source, weights = _spans(in_size, out_size)
+    if axis == 1 and img.ndim == 3:
+        return _gather_columns(img, source, weights)
     shape = list(img.shape)
     shape[axis] = out_size
     out, term = np.empty(shape, _F32), np.empty(shape, _F32)
@@ -91,6 +93,27 @@ def _gather(img: np.ndarray, axis: int, in_size: int, out_size: int) -> np.ndarr
         else:
             out *= weights[:, 0].reshape(bshape)
     return out
+
+
+def _gather_columns(img: np.ndarray, source: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """`_gather` along the columns of `[h, w, C]`, on the `[h, w*C]` view with one index per
+    float: NumPy's take then copies 4-byte items directly instead of a memmove per C-float
+    pixel (~1.2x the column pass). Same products and sums, in the same order."""
+    h, w, c = img.shape
+    flat = np.ascontiguousarray(img).reshape(h, w * c)
+    n = source.shape[0] * c
+    out, term = np.empty((h, n), _F32), np.empty((h, n), _F32)
+    channel = np.arange(c)
+    for k in range(weights.shape[1]):
+        idx = (source[:, k, None] * c + channel).reshape(-1)
+        np.take(flat, idx, axis=1, out=term if k else out, mode="clip")  # "raise" buffers `out`
+        wk = np.repeat(weights[:, k], c)
+        if k:
+            term *= wk
+            out += term
+        else:
+            out *= wk
+    return out.reshape(h, source.shape[0], c)
 
 
 def antialiased(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -16,7 +16,8 @@ picks the computation:
   `scale=1.0`; BERT/BART: 1/sqrt(head_dim); DeBERTa: 1/sqrt(head_dim * (1 + #position terms)));
   the mask stays boolean and causal self-attention passes `is_causal=True` (cuDNN then skips the
   masked blocks). "dot_product" is `implementation=None`, which in jax 0.10 is always the XLA
-  composite; "cudnn" asks for the fused kernel (GPU, bf16/fp16, head_dim % 8 == 0 and <= 256 on
+  composite (on CPU `xla_attention_4d` computes that composite itself, un-vmapped: XLA:CPU
+  runs JAX's vmapped form ~1.4x slower); "cudnn" asks for the fused kernel (GPU, bf16/fp16, head_dim % 8 == 0 and <= 256 on
   Hopper) and casts the bias to the activation dtype, as cuDNN adds it in that dtype.
 - "einsum": the mask is folded into the bias as flaxformer does (`mask_to_bias`: NEG_INF = -1e10
   added to the logits), then `softmax(q.k [/ sqrt(d)] + bias) @ v` with two einsums.
@@ -75,6 +76,19 @@ class RMSNorm(nnx.Module):
         return y.astype(self.dtype)
 
 
+def _dot_2d(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """`x [..., in] @ kernel [in, out]` as one 2-D GEMM over the flattened leading dims.
+
+    Same products and sums as `jnp.dot` on the N-D array, but the kernel's gradient is then a
+    single-contracting-dim `x2d.T @ g2d`: with the N-D form XLA:CPU transposes the output
+    gradient (fused with the activation's backward, element by element) before that GEMM,
+    which cost the MLP's backward ~40% on CPU (tools/bench/step.py's docstring)."""
+    if x.ndim <= 2:
+        return jnp.dot(x, kernel)
+    y = jnp.dot(x.reshape(-1, x.shape[-1]), kernel)
+    return y.reshape(*x.shape[:-1], kernel.shape[-1])
+
+
 class Dense(nnx.Module):
     """Dense layer with a 2-D `[in, out]` kernel; no bias unless asked (only the patch projection)."""
 
@@ -99,7 +113,7 @@ class Dense(nnx.Module):
         self.dtype = dtype
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+        y = _dot_2d(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
         if self.bias is not None:
             y = y + self.bias[...].astype(self.dtype)
         return y
@@ -126,7 +140,7 @@ class Embed(nnx.Module):
 
     def attend(self, x: jax.Array) -> jax.Array:
         """Tied output projection (original T5): `x @ embedding.T` in float32."""
-        return jnp.dot(x.astype(jnp.float32), self.embedding[...].T)
+        return _dot_2d(x.astype(jnp.float32), self.embedding[...].T)
 
 
 _ACTIVATIONS = {
@@ -276,6 +290,28 @@ def attention_inputs(impl: str, bias, mask, *, is_causal: bool = False, q_len=No
     return bias, mask, is_causal
 
 
+def xla_attention_4d(q, k, v, bias, mask, *, scale: float, is_causal: bool) -> jax.Array:
+    """`jax.nn.dot_product_attention(implementation=None)`'s XLA composite (jax 0.10), written
+    on the 4-D `[B, H, Q, K]` logits: the same einsums, scale, bias, masked logits replaced by
+    -0.7 * float32 max, float32 softmax and probabilities cast to `v`'s dtype.
+
+    JAX's version vmaps over a head-group axis; on CPU XLA then fuses the softmax backward into
+    a GEMM and transposes the `[B, H, Q, K]` probabilities around the backward GEMMs, which made
+    one encoder layer's attention ~1.4x slower (tools/bench/step.py's docstring). Outputs equal
+    it to float rounding (tests/models/test_attention_impl.py)."""
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32)
+    logits = logits * jnp.float32(scale)
+    if bias is not None:
+        logits = (logits + bias).astype(jnp.float32)
+    if is_causal:
+        causal = jnp.tril(jnp.ones((q.shape[1], k.shape[1]), bool))[None, None]
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        logits = jnp.where(mask, logits, jnp.float32(-0.7 * np.finfo(np.float32).max))
+    probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+    return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+
+
 def attention_core(
     q: jax.Array,
     k: jax.Array,
@@ -310,6 +346,9 @@ def attention_core(
     q, k, v = q.astype(dtype), k.astype(dtype), v.astype(dtype)
     if impl == "cudnn" and bias is not None:
         bias = bias.astype(dtype)  # cuDNN adds the bias in the activation dtype
+    if impl == "dot_product" and jax.default_backend() == "cpu":
+        scale = 1.0 if logits_divisor is None else 1.0 / logits_divisor
+        return xla_attention_4d(q, k, v, bias, mask, scale=scale, is_causal=is_causal)
     return jax.nn.dot_product_attention(
         q,
         k,

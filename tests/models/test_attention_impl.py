@@ -219,13 +219,18 @@ def test_bf16_dot_product_close_to_einsum(family):
 def test_fused_call_once_per_attention_layer(family, monkeypatch):
     build, make_batch, _, n_layers = FAMILIES[family]
     calls = []
-    real = jax.nn.dot_product_attention
+    real, real_4d = jax.nn.dot_product_attention, layers.xla_attention_4d
 
     def counting(*args, **kwargs):
-        calls.append(kwargs)
+        calls.append({"implementation": None, **kwargs})
         return real(*args, **kwargs)
 
+    def counting_4d(*args, **kwargs):  # CPU: the same composite, written in layers.py
+        calls.append({"implementation": None, **kwargs})
+        return real_4d(*args, **kwargs)
+
     monkeypatch.setattr(jax.nn, "dot_product_attention", counting)
+    monkeypatch.setattr(layers, "xla_attention_4d", counting_4d)
     batch = jax.tree.map(jnp.asarray, make_batch())
     for impl, want in (("einsum", 0), ("dot_product", n_layers)):
         calls.clear()
@@ -326,3 +331,34 @@ def test_cudnn_close_to_einsum_bf16(family):
     for k in ref:
         diff = np.abs(got[k] - ref[k]).max()
         assert diff <= BF16_TOL and diff <= BF16_REL * np.abs(ref[k]).max(), (family, k, diff)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_cpu_composite_equals_jax_dot_product_attention(is_causal):
+    """`layers.xla_attention_4d` (the "dot_product" path on CPU) is JAX's XLA composite: bias,
+    padding mask with a fully masked row, causality and a scale, fp32 outputs and gradients."""
+    b, t, s, h, d = 2, 5, 7, 3, 4
+    ks = jax.random.split(jax.random.key(0), 4)
+    q = jax.random.normal(ks[0], (b, t, h, d))
+    k, v = (jax.random.normal(kk, (b, s, h, d)) for kk in ks[1:3])
+    bias = jax.random.normal(ks[3], (1, h, t, s))
+    valid = jnp.array([[True] * s, [True] * 4 + [False] * 3])
+    mask = valid[:, None, None, :] & jnp.ones((b, 1, t, 1), bool)
+    mask = mask.at[1, 0, 2].set(False)  # one fully masked query row
+    scale = 0.5
+
+    def run(fn):
+        def f(q, k, v):
+            return fn(q, k, v, bias, mask, scale=scale, is_causal=is_causal)
+
+        out, grads = jax.value_and_grad(lambda *a: jnp.sum(jnp.sin(f(*a))), (0, 1, 2))(q, k, v)
+        return f(q, k, v), grads
+
+    def jax_dpa(q, k, v, bias, mask, *, scale, is_causal):
+        return jax.nn.dot_product_attention(
+            q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal
+        )
+
+    got, want = run(layers.xla_attention_4d), run(jax_dpa)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=FP32_TOL, rtol=0)

@@ -20,6 +20,36 @@ by side. Both libraries run in this one process, so they share the allocator set
 (f32, bf16) and PyTorch (f32) at the step's MLP shape and at 1024^3; each side reports its
 step's achieved `train_gflops_per_s` (the analytic matmul FLOPs of models/flops.py, the same
 count for both libraries) and `fraction_of_gemm_ceiling`.
+
+Measured (issue 29 item 6; 2-core AMD EPYC with avx512_bf16, shared, load average 3.4 -> 1.8
+during the run, default shapes, jax 0.10.2 / torch 2.13 / transformers 5.24): chartjax over HF
+train bf16 1.17x (0.98-1.33), fp32 1.04x (1.00-1.24); chartjax fp32 84 GFLOP/s, 83% of the
+run's f32 GEMM rate (~100 GFLOP/s); decode 5.0x, beam 10.1x; patches 3.8x at 800x600, 2.5x at
+1600x1200. Compare only ratios of one run: under load HF's two torch threads degrade far more
+than XLA's (an earlier run at load 5-7 gave HF 19.8 s/step, this one 2.1 s; a second run at
+load 4.5-5.4 gave train 2.03x / 1.83x, patches 1.62x / 1.08x: torch's two-thread resize got
+both cores there while NumPy uses one). What changed,
+from XLA:CPU traces (jax.profiler + the optimized HLO, thunk time by op): the fp32 step spent
+25% in transposes, mostly the MLP's output gradient transposed (fused with the GELU backward,
+element by element) ahead of each weight-gradient GEMM and the `[B, H, Q, K]` probabilities
+transposed around JAX's vmapped attention composite; `layers._dot_2d` (2-D GEMMs) and
+`layers.xla_attention_4d` (the composite un-vmapped, CPU only) removed them: fp32 step 1.30x
+faster (interleaved A/B), transposes 25% -> 4%, GEMMs 58% -> 75% of thunk time. bf16 gains
+nothing from them, and cannot beat fp32 on XLA:CPU: every bf16 dot is compiled as
+convert-to-f32 + an f32 GEMM (the HLO of `jnp.matmul` on bf16 operands shows it; this CPU's
+avx512_bf16 is not used), so bf16 costs fp32's GEMMs plus conversion passes (15% of thunk
+time). Patches: in-place standardization and a 4-byte-item column gather, bit-identical output,
+1600x1200 1.8x faster; HF's resize is torch's multithreaded kernel, so on many cores its side
+gains and ours (NumPy, one thread per loader worker) does not.
+
+Rerun on idle cores after these changes (load 0.2 -> 1.9, the same session, ceiling 165 GFLOP/s):
+train bf16 0.99x HF (0.92-1.05), fp32 0.94x (0.84-1.06): chartjax 1.84 s (bf16) / 1.94 s
+(fp32) per step, HF 1.80 s, both at 52-55% of the ceiling; decode 4.1x, beam 6.8x; patches 1.55x
+at 800x600, 1.18x at 1600x1200 (HF's resize had both idle cores). So at rest the step ties HF in
+bf16 and trails it by 6% in fp32, where the issue's machine had 0.88x / 0.66x. What is left is
+the attention: HF runs torch's fused CPU flash-attention kernel (about 0.65 s of its step),
+XLA:CPU has no fused attention and materializes the `[8, 4, 512, 512]` logits and their
+float32 softmax in both passes.
 """
 
 from __future__ import annotations
