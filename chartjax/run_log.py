@@ -67,6 +67,19 @@ def write_eval_events(workdir: str, step: int, results: Mapping[str, Mapping]) -
         writer.close()
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the `sys.stderr` of the moment, not the one of the first run in the process (a
+    later redirect or capture, e.g. pytest's per-test one, sees the lines)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler.__init__ sets it; the property reads sys.stderr
+        pass
+
+
 class RunLog:
     """Writes on process 0 only (`enabled`); other processes just log to stderr."""
 
@@ -78,7 +91,7 @@ class RunLog:
         self._tb = None
         self._purge_step = None
         if not logger.handlers:
-            h = logging.StreamHandler(sys.stderr)
+            h = _StderrHandler()
             h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
             logger.addHandler(h)
             logger.setLevel(logging.INFO)
