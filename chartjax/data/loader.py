@@ -170,9 +170,11 @@ def _shutdown() -> None:
 
 def _init_worker() -> None:
     from chartjax import host_memory
+    from chartjax.data import resize
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     host_memory.keep_freed_memory()  # spawned: the parent's mallopt does not carry over
+    resize.set_threads(1)  # each worker holds a core already: more threads only contend
 
 
 def _in_workers(fn, chunks: Iterable[list[dict]], workers: int, window: int) -> Iterator[dict]:

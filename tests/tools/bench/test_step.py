@@ -51,6 +51,19 @@ def test_patch_worker_times_every_chart_image():
     assert all(v > 0 for v in out.values())
 
 
+def test_only_patches_times_the_patch_worker_alone_with_its_resize_threads(monkeypatch, capsys):
+    from chartjax.tools.bench import step as bench_step
+
+    small = lambda dpi=100: np.full((dpi // 4, 40, 3), 200, np.uint8)  # noqa: E731
+    monkeypatch.setattr(bench_step, "_chart_image", small)
+    argv = ["--only-patches", "--patch-images", "2", "--patch-max", "16", "--resize-threads", "1"]
+    results = bench_step.main([*argv, "--malloc", "default"])["results"]
+    assert results["resize_threads"] == 1
+    keys = sorted(f"patch_images_per_s{k}" for k in bench_step.PATCH_IMAGES)
+    assert sorted(results["chartjax"]) == keys and not results["hf"], results
+    assert "ratios_chartjax_over_hf" not in results
+
+
 def test_gemm_ceiling_is_the_best_measured_rate_and_gflops_use_it():
     from chartjax.tools.bench import step as bench_step
 
