@@ -94,7 +94,7 @@ class Style:
 
 
 @functools.cache
-def _font_file(family: str) -> str:
+def font_file(family: str) -> str:
     return font_manager.findfont(
         font_manager.FontProperties(family=family), fallback_to_default=False
     )
@@ -102,7 +102,7 @@ def _font_file(family: str) -> str:
 
 def font(style: Style, size: float) -> font_manager.FontProperties:
     """The style's font at `size` points, by file: skips Matplotlib's font search per text."""
-    return font_manager.FontProperties(fname=_font_file(style.font), size=size)
+    return font_manager.FontProperties(fname=font_file(style.font), size=size)
 
 
 def _pt(x: float) -> float:

@@ -4,8 +4,8 @@ table's numbers and labels, large, one a line.
 
 Page `index` is a pure function of (seed, index): a table drawn by the chart generator's own
 synthesizer (chart_info_tables.synthesize: the same topics, categories, series names and value
-formats as the charts) is written as text in columns (text_render), title first, at a drawn size
-and place; the target is the table linearized exactly as DePlot's chart-to-table targets
+formats as the charts) is written as text in columns (text_render), title first, in one of the
+charts' four fonts (chart_info_style.FONTS) at a drawn size and place; the target is the table linearized exactly as DePlot's chart-to-table targets
 (chartjax.data.tables), so the model learns the words, the numbers and the output format
 before it meets a chart.
 """
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from chartjax.data import tables
+from chartjax.synth import chart_info_style, text_render
 from chartjax.synth import chart_info_tables as tb
-from chartjax.synth import text_render
 
 DEFAULT_TYPES = (tb.GROUPED_VBAR, tb.STACKED_VBAR)
 
@@ -45,7 +45,8 @@ def make_page(
     data = tb.synthesize(rng, chart_type, max_categories, max_topics, max_series)
     parsed = tables.parse(data.linearized())
     lines = [(data.title,), parsed.header, *parsed.rows]
-    page = text_render.draw_page(rng, lines, size, font_sizes) if draw else None
+    fonts = chart_info_style.FONTS
+    page = text_render.draw_page(rng, lines, size, font_sizes, fonts) if draw else None
     return page, data.linearized(), {"chart_type": chart_type, "objective": "table_page"}
 
 
@@ -70,5 +71,8 @@ def make_snippet(
     if rng.random() < 0.5:
         picks.append(data.categories[int(rng.integers(len(data.categories)))])
     lines = [picks[int(i)] for i in rng.permutation(len(picks))]
-    page = text_render.draw_page(rng, [(x,) for x in lines], size, font_sizes) if draw else None
+    fonts = chart_info_style.FONTS
+    page = (
+        text_render.draw_page(rng, [(x,) for x in lines], size, font_sizes, fonts) if draw else None
+    )
     return page, tables.ROW_SEP.join(lines), {"chart_type": chart_type, "objective": "snippet"}

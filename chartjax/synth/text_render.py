@@ -2,8 +2,9 @@
 pretraining, docs/pretraining.md).
 
 A page is lines of cells drawn left-aligned in columns (a table without rules), black on white,
-in matplotlib's DejaVu Sans (as the chart generator and the header renderer use), at a drawn
-point size and offset, on a canvas of a fixed size so that its patch grid matches the charts
+in matplotlib's DejaVu Sans (as the header renderer uses) or a font drawn from `fonts` (the
+table pages and snippets draw from the chart generator's four, so that the glyphs stage 1 teaches
+are the charts' glyphs), at a drawn point size and offset, on a canvas of a fixed size so that its patch grid matches the charts
 the model reads next. PIL only: a page costs ~1-3 ms, small next to the patches.
 """
 
@@ -19,16 +20,26 @@ COLUMN_GAP = 24  # pixels between columns
 LINE_GAP = 0.35  # of the font size, between lines
 
 
-@functools.lru_cache(maxsize=64)
-def _font(size: int) -> ImageFont.FreeTypeFont:
+DEFAULT_FONTS = ("DejaVu Sans",)
+
+
+@functools.lru_cache(maxsize=256)
+def _font(size: int, family: str = "DejaVu Sans") -> ImageFont.FreeTypeFont:
     from chartjax.data import render
+    from chartjax.synth import chart_info_style
 
-    return ImageFont.truetype(render.default_font_path(), size=size)
+    path = render.default_font_path() if family == "DejaVu Sans" else None
+    return ImageFont.truetype(path or chart_info_style.font_file(family), size=size)
 
 
-def fits(lines: Sequence[Sequence[str]], size: tuple[int, int], font_size: int) -> bool:
+def fits(
+    lines: Sequence[Sequence[str]],
+    size: tuple[int, int],
+    font_size: int,
+    family: str = "DejaVu Sans",
+) -> bool:
     """Whether the lines fit the canvas at this font size with no offset."""
-    w, h = block_size(lines, font_size)
+    w, h = block_size(lines, font_size, family)
     return w <= size[0] and h <= size[1]
 
 
@@ -48,9 +59,11 @@ def _column_widths(lines: Sequence[Sequence[str]], font: ImageFont.FreeTypeFont)
     return widths
 
 
-def block_size(lines: Sequence[Sequence[str]], font_size: int) -> tuple[int, int]:
+def block_size(
+    lines: Sequence[Sequence[str]], font_size: int, family: str = "DejaVu Sans"
+) -> tuple[int, int]:
     """(width, height) in pixels of the lines drawn at `font_size`."""
-    font = _font(font_size)
+    font = _font(font_size, family)
     widths = _column_widths(lines, font)
     spans = [int(np.ceil(font.getlength(line[0]))) for line in lines if len(line) == 1]
     width = max([sum(widths) + COLUMN_GAP * max(len(widths) - 1, 0), *spans])
@@ -59,10 +72,14 @@ def block_size(lines: Sequence[Sequence[str]], font_size: int) -> tuple[int, int
 
 
 def render_lines(
-    lines: Sequence[Sequence[str]], size: tuple[int, int], font_size: int, offset: tuple[int, int]
+    lines: Sequence[Sequence[str]],
+    size: tuple[int, int],
+    font_size: int,
+    offset: tuple[int, int],
+    family: str = "DejaVu Sans",
 ) -> np.ndarray:
     """The lines (each a sequence of cells) drawn in columns from `offset`: uint8 RGBA."""
-    font = _font(font_size)
+    font = _font(font_size, family)
     widths = _column_widths(lines, font)
     img = Image.new("RGBA", tuple(size), (255, 255, 255, 255))
     draw = ImageDraw.Draw(img)
@@ -82,16 +99,19 @@ def draw_page(
     lines: Sequence[Sequence[str]],
     size: tuple[int, int],
     font_sizes: tuple[int, int] = (14, 30),
+    fonts: Sequence[str] = DEFAULT_FONTS,
 ) -> np.ndarray:
-    """The lines at a drawn font size (the largest that fits, at most a drawn one) and a drawn
+    """The lines in a drawn font of `fonts` (no draw when there is one, so one-font pages are
+    as before), at a drawn size (the largest that fits, at most a drawn one) and a drawn
     offset that keeps them on the canvas."""
+    family = fonts[int(rng.integers(len(fonts)))] if len(fonts) > 1 else fonts[0]
     font_size = int(rng.integers(font_sizes[0], font_sizes[1] + 1))
-    while font_size > 6 and not fits(lines, size, font_size):
+    while font_size > 6 and not fits(lines, size, font_size, family):
         font_size -= 2
-    w, h = block_size(lines, font_size)
+    w, h = block_size(lines, font_size, family)
     x = int(rng.integers(0, max(size[0] - w, 0) + 1))
     y = int(rng.integers(0, max(size[1] - h, 0) + 1))
-    return render_lines(lines, size, font_size, (x, y))
+    return render_lines(lines, size, font_size, (x, y), family)
 
 
 def png(rgba: np.ndarray) -> bytes:

@@ -94,6 +94,30 @@ def test_pages_are_drawn_deterministically_and_hold_the_text():
     assert target.startswith("TITLE | ") and (a[..., 0] < 128).sum() > 500
 
 
+def test_snippets_and_table_pages_are_drawn_in_the_charts_fonts(monkeypatch):
+    # Stage 1 teaches the glyphs stage 2 reads: the chart generator draws in four fonts.
+    from chartjax.synth import chart_info_style
+
+    lines = [("Retail", "34.8"), ("Energy", "-2.07")]
+    rng = lambda: np.random.default_rng(5)  # noqa: E731
+    pages = [
+        text_render.draw_page(rng(), lines, (240, 180), (20, 20), (f,))
+        for f in chart_info_style.FONTS
+    ]
+    assert len({p.tobytes() for p in pages}) == 4  # four distinct fonts found and drawn
+    # One font given: no draw for it, so the offset draws (and the page) are the default's.
+    assert np.array_equal(pages[0], text_render.draw_page(rng(), lines, (240, 180), (20, 20)))
+    used = []
+    render = text_render.render_lines
+    monkeypatch.setattr(
+        text_render, "render_lines", lambda *a, **k: used.append(a[4]) or render(*a, **k)
+    )
+    for i in range(16):
+        table_pages.make_snippet(1, i, size=(240, 180))
+        table_pages.make_page(1, i, size=(240, 180))
+    assert set(used) == set(chart_info_style.FONTS)
+
+
 # ---------------------------------------------------------------- the mixture -------------
 
 

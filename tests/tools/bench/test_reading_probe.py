@@ -1,0 +1,73 @@
+"""tools/bench/reading_probe.py: its vocabulary, its pages, and a few steps end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from chartjax.tools.bench import reading_probe
+
+
+def _args(*extra):
+    a = reading_probe.parse_args(["--size", "60x30", "--patches", "16", *extra])
+    a.page = (60, 30)
+    return a
+
+
+def test_targets_round_trip_through_the_character_vocabulary():
+    ids = reading_probe.encode("-1,234.5%", 12)
+    assert len(ids) == 12 and ids[9] == 1 and ids[10:] == [0, 0]
+    assert reading_probe.decode(ids) == "-1,234.5%"
+    assert reading_probe.decode([5, 1, 6]) == "3"  # nothing after the end
+    with pytest.raises(ValueError, match="longer than"):
+        reading_probe.encode("123456789012", 12)
+
+
+def test_centred_numbers_sit_at_one_place_and_placed_ones_move():
+    def ink_centres(placement, n=12):
+        rng = np.random.default_rng(0)
+        a = _args("--font_sizes", "12,12", "--fonts", "sans")
+        out = []
+        for _ in range(n):
+            page, text = reading_probe.draw(rng, a, placement)
+            assert page.shape == (30, 60, 4) and text
+            ink = np.argwhere(page[..., 0] < 128)
+            out.append(ink.mean(axis=0))
+        return np.array(out)
+
+    # Centred: the ink's centre moves only by the numbers' own shapes; anywhere: by far more.
+    assert np.ptp(ink_centres("centre")[:, 0]) < 3
+    assert np.ptp(ink_centres("anywhere")[:, 0]) > 6
+
+
+def test_a_few_steps_report_a_curve(tmp_path, capsys):
+    out = tmp_path / "probe.json"
+    report = reading_probe.main(
+        [
+            "--size",
+            "60x30",
+            "--patches",
+            "16",
+            "--steps",
+            "3",
+            "--eval_every",
+            "2",
+            "--batch",
+            "2",
+            "--heldout",
+            "3",
+            "--emb",
+            "32",
+            "--layers",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
+    curve = report["results"]["curve"]
+    assert [r["step"] for r in curve] == [2, 3]
+    assert all(np.isfinite(r["train_loss"]) and 0 <= r["heldout_exact"] <= 1 for r in curve)
+    assert json.loads(out.read_text())["results"]["curve"] == json.loads(json.dumps(curve))
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2  # one progress line each
