@@ -5,9 +5,9 @@ table's numbers and labels, large, one a line.
 Page `index` is a pure function of (seed, index): a table drawn by the chart generator's own
 synthesizer (chart_info_tables.synthesize: the same topics, categories, series names and value
 formats as the charts) is written as text in columns (text_render), title first, in one of the
-charts' four fonts (chart_info_style.FONTS) at a drawn size and place; the target is the table linearized exactly as DePlot's chart-to-table targets
-(chartjax.data.tables), so the model learns the words, the numbers and the output format
-before it meets a chart.
+charts' four fonts (chart_info_style.FONTS) at a drawn size and place; the target is the table
+linearized exactly as DePlot's chart-to-table targets (chartjax.data.tables), so the model learns
+the words, the numbers and the output format before it meets a chart.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from chartjax.synth import chart_info_style, text_render
 from chartjax.synth import chart_info_tables as tb
 
 DEFAULT_TYPES = (tb.GROUPED_VBAR, tb.STACKED_VBAR)
+FONTS = chart_info_style.FONTS  # the glyphs the charts are drawn in
 
 
 def _rng(seed: int, index: int) -> np.random.Generator:
@@ -45,8 +46,7 @@ def make_page(
     data = tb.synthesize(rng, chart_type, max_categories, max_topics, max_series)
     parsed = tables.parse(data.linearized())
     lines = [(data.title,), parsed.header, *parsed.rows]
-    fonts = chart_info_style.FONTS
-    page = text_render.draw_page(rng, lines, size, font_sizes, fonts) if draw else None
+    page = text_render.draw_page(rng, lines, size, font_sizes, FONTS) if draw else None
     return page, data.linearized(), {"chart_type": chart_type, "objective": "table_page"}
 
 
@@ -71,8 +71,6 @@ def make_snippet(
     if rng.random() < 0.5:
         picks.append(data.categories[int(rng.integers(len(data.categories)))])
     lines = [picks[int(i)] for i in rng.permutation(len(picks))]
-    fonts = chart_info_style.FONTS
-    page = (
-        text_render.draw_page(rng, [(x,) for x in lines], size, font_sizes, fonts) if draw else None
-    )
+    rows = [(x,) for x in lines]
+    page = text_render.draw_page(rng, rows, size, font_sizes, FONTS) if draw else None
     return page, tables.ROW_SEP.join(lines), {"chart_type": chart_type, "objective": "snippet"}

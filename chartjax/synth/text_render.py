@@ -3,9 +3,10 @@ pretraining, docs/pretraining.md).
 
 A page is lines of cells drawn left-aligned in columns (a table without rules), black on white,
 in matplotlib's DejaVu Sans (as the header renderer uses) or a font drawn from `fonts` (the
-table pages and snippets draw from the chart generator's four, so that the glyphs stage 1 teaches
-are the charts' glyphs), at a drawn point size and offset, on a canvas of a fixed size so that its patch grid matches the charts
-the model reads next. PIL only: a page costs ~1-3 ms, small next to the patches.
+table pages and snippets draw from the chart generator's four, so that stage 1 teaches the
+charts' glyphs), at a drawn point size and offset, on a canvas of a fixed size so that its patch
+grid matches the charts the model reads next. PIL only: a page costs ~1-3 ms, small next to the
+patches.
 """
 
 from __future__ import annotations
@@ -20,23 +21,27 @@ COLUMN_GAP = 24  # pixels between columns
 LINE_GAP = 0.35  # of the font size, between lines
 
 
-DEFAULT_FONTS = ("DejaVu Sans",)
+DEFAULT_FAMILY = "DejaVu Sans"
+DEFAULT_FONTS = (DEFAULT_FAMILY,)
 
 
 @functools.lru_cache(maxsize=256)
-def _font(size: int, family: str = "DejaVu Sans") -> ImageFont.FreeTypeFont:
+def _font(size: int, family: str = DEFAULT_FAMILY) -> ImageFont.FreeTypeFont:
     from chartjax.data import render
     from chartjax.synth import chart_info_style
 
-    path = render.default_font_path() if family == "DejaVu Sans" else None
-    return ImageFont.truetype(path or chart_info_style.font_file(family), size=size)
+    if family == DEFAULT_FAMILY:  # matplotlib's bundled file, which findfont may not pick
+        path = render.default_font_path()
+    else:
+        path = chart_info_style.font_file(family)
+    return ImageFont.truetype(path, size=size)
 
 
 def fits(
     lines: Sequence[Sequence[str]],
     size: tuple[int, int],
     font_size: int,
-    family: str = "DejaVu Sans",
+    family: str = DEFAULT_FAMILY,
 ) -> bool:
     """Whether the lines fit the canvas at this font size with no offset."""
     w, h = block_size(lines, font_size, family)
@@ -60,7 +65,7 @@ def _column_widths(lines: Sequence[Sequence[str]], font: ImageFont.FreeTypeFont)
 
 
 def block_size(
-    lines: Sequence[Sequence[str]], font_size: int, family: str = "DejaVu Sans"
+    lines: Sequence[Sequence[str]], font_size: int, family: str = DEFAULT_FAMILY
 ) -> tuple[int, int]:
     """(width, height) in pixels of the lines drawn at `font_size`."""
     font = _font(font_size, family)
@@ -76,7 +81,7 @@ def render_lines(
     size: tuple[int, int],
     font_size: int,
     offset: tuple[int, int],
-    family: str = "DejaVu Sans",
+    family: str = DEFAULT_FAMILY,
 ) -> np.ndarray:
     """The lines (each a sequence of cells) drawn in columns from `offset`: uint8 RGBA."""
     font = _font(font_size, family)

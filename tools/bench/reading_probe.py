@@ -10,13 +10,14 @@ drawn by text_render in the charts' fonts on a white page, the target its charac
 
 The model is chartjax's Pix2Struct (models/pix2struct.py: patch embedding with row/col tables,
 T5 v1.1 stacks) with `--emb` / `--layers` as bench/learning.py's; trained with optax AdamW
-(constant after 200 warm-up steps) on the cross entropy of the targets, fp32, batches drawn
-fresh each step (the stream never repeats). The targets are written in a character vocabulary
-(digits, sign, point, comma, percent), hand-written here so that the probe measures reading, not
-the SentencePiece pieces. Held-out: `--heldout` pages of another seed, always placed anywhere,
-and as many centred, read greedily; reported per evaluation: training loss and token accuracy
-(last 50 steps), held-out exact match of each placement, and CPU seconds of this process. Seeds: `--seed` (model init and the
-training stream), held-out stream seed 12345.
+(constant after 200 warm-up steps) on the project's per-token cross entropy (models/losses.py,
+z-loss off), fp32, batches drawn fresh each step (the stream never repeats). The targets are
+written in a character vocabulary (digits, sign, point, comma, percent), hand-written here so
+that the probe measures reading, not the SentencePiece pieces. Held-out: `--heldout` pages of
+another seed placed anywhere, and as many centred, read with models/decoding.py's greedy
+decoder; reported per evaluation: training loss and token accuracy (last 50 steps), held-out
+exact match of each placement, and CPU seconds of this process. Seeds: `--seed` (model init and
+the training stream), held-out stream seed 12345.
 
 Measured (2 cores, the probe alone, load ~1.5-2; CPU s of the process). With this file:
 
@@ -64,7 +65,6 @@ import numpy as np
 from chartjax.tools.bench import harness
 
 CHARS = "0123456789.,%-$ \n"  # ids 2.. (0 padding, 1 end), the chart generator's number cells
-FAMILIES = {"sans": ("DejaVu Sans",), "all": None}  # None: chart_info_style.FONTS
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -78,7 +78,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--size", default="120x90", help="page WxH in pixels")
     p.add_argument("--patches", type=int, default=64, help="max patches")
     p.add_argument("--font_sizes", default="14,22", help="drawn point size range, inclusive")
-    p.add_argument("--fonts", choices=sorted(FAMILIES), default="all")
+    p.add_argument(
+        "--fonts", choices=("all", "sans"), default="all", help="the charts' four, or DejaVu Sans"
+    )
     p.add_argument("--placement", choices=("anywhere", "centre"), default="anywhere")
     p.add_argument("--eval_every", type=int, default=250)
     p.add_argument("--heldout", type=int, default=200)
@@ -108,7 +110,7 @@ def draw(rng: np.random.Generator, a: argparse.Namespace, placement: str):
     from chartjax.synth import chart_info_style, text_render
     from chartjax.synth import chart_info_tables as tb
 
-    families = FAMILIES[a.fonts] or chart_info_style.FONTS
+    families = chart_info_style.FONTS if a.fonts == "all" else text_render.DEFAULT_FONTS
     data = tb.synthesize(rng, tb.GROUPED_VBAR, 3, 4, 1)
     cells = [c for row in data.cells for c in row]
     number = cells[int(rng.integers(len(cells)))]
@@ -141,13 +143,13 @@ def batch(rng, a, n: int, placement: str, length: int) -> dict:
 
 
 def make_fns(a: argparse.Namespace, length: int):
-    """(params, optimizer state, step, greedy) of the probe's model."""
+    """(params, optimizer state, step, greedy) of the probe's model: the project's loss
+    (models/losses.py, z-loss off: plain cross entropy) and greedy decoder (models/decoding.py)."""
     import jax
-    import jax.numpy as jnp
     import optax
     from flax import nnx
 
-    from chartjax.models import pix2struct
+    from chartjax.models import decoding, losses, pix2struct
     from chartjax.models.model_configs import Pix2StructConfig
 
     heads = max(a.emb // 32, 1)
@@ -160,17 +162,15 @@ def make_fns(a: argparse.Namespace, length: int):
         num_encoder_layers=a.layers,
         num_decoder_layers=a.layers,
         dtype="float32",
+        z_loss=0.0,
     )
     graph, params, rest = nnx.split(pix2struct.build(cfg, a.seed), nnx.Param, ...)
     tx = optax.adamw(optax.warmup_constant_schedule(0.0, a.lr, 200), weight_decay=0.0)
 
     def loss_fn(params, b):
-        logits = nnx.merge(graph, params, rest)(b, deterministic=True)
-        targets = b["decoder_target_tokens"]
-        mask = targets > 0
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-        hits = (logits.argmax(-1) == targets) & mask
-        return (ce * mask).sum() / mask.sum(), hits.sum() / mask.sum()
+        model = nnx.merge(graph, params, rest)
+        loss, aux = losses.seq2seq_loss(model, b, deterministic=True)
+        return loss, aux["accuracy"]
 
     @jax.jit
     def step(params, opt, b):
@@ -178,19 +178,9 @@ def make_fns(a: argparse.Namespace, length: int):
         updates, opt = tx.update(grads, opt, params)
         return optax.apply_updates(params, updates), opt, loss, acc
 
-    @jax.jit
     def greedy(params, b):
-        # Whole-prefix decoding (targets are a few characters): no cache to get wrong.
         model = nnx.merge(graph, params, rest)
-        encoded, mask = model.encode(b), model.encoder_mask(b)
-        n = b["encoder_input_tokens"].shape[0]
-
-        def body(i, tokens):
-            inputs = jnp.concatenate([jnp.zeros((n, 1), jnp.int32), tokens[:, :-1]], axis=1)
-            logits = model.decoder(inputs, encoded, mask, None, deterministic=True)
-            return tokens.at[:, i].set(logits[:, i].argmax(-1))
-
-        return jax.lax.fori_loop(0, length, body, jnp.zeros((n, length), jnp.int32))
+        return decoding.greedy_decode(model, b, max_decode_len=length)[0]
 
     return params, tx.init(params), step, greedy
 

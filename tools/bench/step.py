@@ -394,7 +394,7 @@ def _patch_worker(a) -> None:
 
 
 def _only_patches(a) -> dict:
-    """`--only-patches`: the patch worker's results alone (seconds, where the step takes minutes)."""
+    """`--only-patches`: the patch worker's results alone (seconds; the step takes minutes)."""
     libs = ("numpy",) + (("torch", "transformers") if a.compare_hf else ())
     run = harness.Run(
         "step_patches", {k: v for k, v in vars(a).items() if k != "patch_worker"}, libs
