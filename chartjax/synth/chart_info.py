@@ -44,7 +44,7 @@ from chartjax.synth.chart_info_geometry import annotate
 from chartjax.synth.chart_info_json import dumps, official_json
 from chartjax.synth.chart_info_render import Drawn, LayoutError, render
 from chartjax.synth.chart_info_style import Style, sample_style
-from chartjax.synth.png_encode import png_bytes
+from chartjax.synth.png_encode import DEFAULT_LEVEL, png_bytes
 
 # Styles tried before a chart is skipped. At the release size the first style nearly always fits;
 # at 320x240 some charts need over 10 tries, and some (mostly line charts whose tick labels
@@ -117,7 +117,7 @@ def draw_chart(
     )
 
 
-def encode_png(rgba: np.ndarray, level: int = 1) -> bytes:
+def encode_png(rgba: np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
     """8-bit RGBA PNG with the "Up" filter on every row (`png_encode` says why hand-written):
     the Up filter is one vectorized subtraction, and the compressor then meets runs of zeros."""
     h, w, c = rgba.shape
@@ -143,7 +143,7 @@ def make_chart(
     seed: int,
     index: int,
     types: Sequence[str] = tb.CHART_TYPES,
-    compress_level: int = 1,
+    compress_level: int = DEFAULT_LEVEL,
     size: tuple[int, int] | None = None,
     max_categories: int | None = None,
     max_topics: int | None = None,
@@ -188,7 +188,7 @@ def generate(
     workers: int = 1,
     types: Sequence[str] | None = None,
     start: int = 0,
-    compress_level: int = 1,
+    compress_level: int = DEFAULT_LEVEL,
     size: tuple[int, int] | None = None,
     max_categories: int | None = None,
     max_topics: int | None = None,
@@ -290,9 +290,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--png-compression",
         type=int,
-        default=1,
+        default=DEFAULT_LEVEL,
         choices=range(10),
-        help="PNG compression level (1-3: ISA-L igzip, fast; 4-9: zlib, smaller; 0: none)",
+        help="PNG compression level (1-3: zlib-ng, fast; 4-9: zlib, slower; 0: none; "
+        f"default {DEFAULT_LEVEL})",
     )
     parser.add_argument(
         "--size",

@@ -36,9 +36,8 @@ from chartjax.synth.figureqa_style import (
     Style,
     axes_limits,
 )
-from chartjax.synth.png_encode import png_bytes
+from chartjax.synth.png_encode import DEFAULT_LEVEL, png_bytes
 
-PNG_COMPRESS_LEVEL = 1  # png_encode level: fast, and files stay small (flat colours)
 MAX_WIDTH = 2 * HEIGHT  # widest figure (sample_style: width = ratio * HEIGHT, ratio < 2)
 
 
@@ -276,7 +275,7 @@ def render(data: SourceData, style: Style) -> tuple[bytes, list[dict], dict]:
     return encode_png(rgba[:, :, :3]), models, info
 
 
-def encode_png(rgb: np.ndarray, level: int = PNG_COMPRESS_LEVEL) -> bytes:
+def encode_png(rgb: np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
     """8-bit RGB PNG with filter type 0 on every row (`png_encode` says why hand-written);
     `rgb` may be a strided view, e.g. the RGB channels of an RGBA buffer."""
     h, w, _ = rgb.shape

@@ -46,7 +46,7 @@ CARRIED = (
     "termcolor",
     "toml",
     # the MatCha toy pages are drawn during training (synth/png_encode.py)
-    "isal",
+    "zlib-ng",
     # the metrics an evaluation computes
     "sacrebleu",
     "rouge-score",
