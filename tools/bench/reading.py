@@ -89,6 +89,7 @@ import time
 
 import numpy as np
 
+from chartjax import checkpoint
 from chartjax.tools.bench import corpora, harness, learning, learning_curve
 
 LIBS = learning.LIBS
@@ -310,11 +311,6 @@ def train_stage(workdir: str, task, args, rerun: bool) -> tuple[dict, CpuClock]:
     return result, clock
 
 
-def latest_checkpoint(workdir: str) -> str:
-    root = os.path.join(workdir, "checkpoints")
-    return os.path.join(root, str(max(int(d) for d in os.listdir(root) if d.isdigit())))
-
-
 def stage1_curve(workdir: str, clock: CpuClock) -> list[dict]:
     """Per evaluated step, each stage-1 split's scores (pages: RMS F1, RNSS and exact match;
     snippets: ANLS and exact match)."""
@@ -476,7 +472,8 @@ def run(args) -> dict:
     curve1 = stage1_curve(w1, clock1)
 
     # Stage 2: charts, from stage 1's checkpoint (and from scratch: the control).
-    runs = {"from_stage1": ((), [f"INIT_PATH = '{latest_checkpoint(w1)}'"])}
+    last = os.path.join(w1, "checkpoints", str(checkpoint.latest_step(w1)))
+    runs = {"from_stage1": ((), [f"INIT_PATH = '{last}'"])}
     if args.scratch_control:
         runs["from_scratch"] = (["init/random.gin"], [])
     curves2, results2 = {}, {}

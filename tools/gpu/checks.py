@@ -210,6 +210,9 @@ CHECKS = {
 
 
 def latest_checkpoint(workdir: str) -> str:
+    """The newest step folder of a finished stage, by name. Not chartjax.checkpoint.latest_step:
+    Orbax asks JAX for the process index, and JAX in this parent process would take GPU memory
+    from the training child."""
     root = os.path.join(workdir, "checkpoints")
     steps_ = [int(d) for d in os.listdir(root) if d.isdigit()] if os.path.isdir(root) else []
     return os.path.join(root, str(max(steps_))) if steps_ else ""

@@ -42,6 +42,25 @@ def test_centred_numbers_sit_at_one_place_and_placed_ones_move():
     assert np.ptp(ink_centres("anywhere")[:, 0]) > 6
 
 
+def test_grid_places_sit_on_the_patch_grid_plus_the_curriculum_offset():
+    rng = np.random.default_rng(0)
+    room = (100, 40)  # pixels to spare: x in 0..100, y in 0..40
+    on_grid = np.array([reading_probe.place(rng, room, "grid") for _ in range(300)])
+    assert set(np.unique(on_grid[:, 0])) == {0, 16, 32, 48, 64, 80, 96}
+    assert set(np.unique(on_grid[:, 1])) == {0, 16, 32}
+    jittered = np.array([reading_probe.place(rng, room, "grid", 4) for _ in range(300)])
+    assert set(np.unique(jittered[:, 0] % 16)) == {0, 1, 2, 3}  # 96 + 3 = 99 fits the room
+    assert jittered[:, 1].max() == 35
+    full = np.array([reading_probe.place(rng, room, "grid", 16) for _ in range(300)])
+    assert tuple(full.max(axis=0)) == room  # 96 + 15 and 32 + 15 would not fit: kept on the page
+    assert reading_probe.place(rng, (-5, 7), "centre") == (0, 3)  # a block wider than the page
+    assert reading_probe.parse_phases("1000:4,0:1") == [(0, 1), (1000, 4)]
+    with pytest.raises(ValueError, match="1..16"):
+        reading_probe.parse_phases("0:17")
+    with pytest.raises(ValueError, match="--placement grid"):
+        reading_probe.main(["--phases", "0:1", "--steps", "1"])
+
+
 def test_a_few_steps_report_a_curve(tmp_path, capsys):
     out = tmp_path / "probe.json"
     report = reading_probe.main(
