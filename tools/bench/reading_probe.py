@@ -59,6 +59,12 @@ Where on the page, or where on the patch grid? --size 144x96 --patches 64 (the p
         then 0.010 / 0.030 at 3,500 / 4,000 (834 CPU s); the loss rose with each wider range
         (0.69 at 2 px, 0.88 at 4, 1.09 at 8, 1.19-1.38 at 16) and on-grid reading fell to
         0.045: what was learned at one phase did not carry to the next.
+    --placement anywhere --emb 256: loss 1.71 / 1.69 at 500 / 1000 steps (552 CPU s; emb 128:
+        1.68 / 1.56 in 229 CPU s), exact 0.005.
+    --placement anywhere --patch 8 --patches 216 (the same page as 12 x 18 patches of 8 px, 64
+        offsets a patch instead of 256): loss 1.59 / 1.41 / 1.36 at 500 / 1000 / 1500 steps,
+        exact 0.005 / 0.015 / 0.010 (1,179 CPU s): better per step than 16-px patches (1.56 at
+        1,000), worse per CPU second (1.34 at 3,000 steps in 630 CPU s).
 
 So the glyphs are easy, and so is the place on the grid; the phase is hard: a 16-pixel patch
 seen through a linear projection holds a digit at any of 256 sub-patch offsets, and learning
@@ -95,6 +101,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--size", default="120x90", help="page WxH in pixels")
     p.add_argument("--patches", type=int, default=64, help="max patches")
+    p.add_argument(
+        "--patch", type=int, default=PATCH, help="patch side in pixels (the released models': 16)"
+    )
     p.add_argument("--font_sizes", default="14,22", help="drawn point size range, inclusive")
     p.add_argument(
         "--fonts", choices=("all", "sans"), default="all", help="the charts' four, or DejaVu Sans"
@@ -103,8 +112,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--placement",
         choices=PLACEMENTS,
         default="anywhere",
-        help="grid: anywhere, at offsets that are multiples of the 16-pixel patch (meaningful "
-        "when the page is already the patch grid's size, e.g. --size 144x96 --patches 64)",
+        help="grid: anywhere, at offsets that are multiples of --patch (meaningful when the "
+        "page is already the patch grid's size, e.g. --size 144x96 --patches 64)",
     )
     p.add_argument(
         "--phases",
@@ -135,7 +144,13 @@ def decode(ids) -> str:
     return "".join(out)
 
 
-def place(rng: np.random.Generator, room: tuple[int, int], placement: str, phase: int = 1):
+def place(
+    rng: np.random.Generator,
+    room: tuple[int, int],
+    placement: str,
+    phase: int = 1,
+    patch: int = PATCH,
+):
     """(x, y) of a text block on a page with `room` pixels to spare across and down."""
     rx, ry = max(room[0], 0), max(room[1], 0)
     if placement == "centre":
@@ -144,8 +159,8 @@ def place(rng: np.random.Generator, room: tuple[int, int], placement: str, phase
         return int(rng.integers(0, rx + 1)), int(rng.integers(0, ry + 1))
     # grid: every place at one phase of the patch grid (per font and size), plus a sub-patch
     # offset of 0..phase-1 pixels, kept on the page
-    x = PATCH * int(rng.integers(0, rx // PATCH + 1))
-    y = PATCH * int(rng.integers(0, ry // PATCH + 1))
+    x = patch * int(rng.integers(0, rx // patch + 1))
+    y = patch * int(rng.integers(0, ry // patch + 1))
     if phase > 1:
         x, y = min(x + int(rng.integers(0, phase)), rx), min(y + int(rng.integers(0, phase)), ry)
     return x, y
@@ -165,7 +180,8 @@ def draw(rng: np.random.Generator, a: argparse.Namespace, placement: str):
     size = int(rng.integers(lo, hi + 1))
     width, height = a.page
     w, h = text_render.block_size([(number,)], size, family)
-    x, y = place(rng, (width - w, height - h), placement, getattr(a, "phase", 1))
+    room = (width - w, height - h)
+    x, y = place(rng, room, placement, getattr(a, "phase", 1), getattr(a, "patch", PATCH))
     return text_render.render_lines([(number,)], a.page, size, (x, y), family), number
 
 
@@ -177,7 +193,7 @@ def batch(rng, a, n: int, placement: str, length: int) -> dict:
     inputs = np.concatenate([np.zeros((n, 1), np.int32), targets[:, :-1]], axis=1)
     return {
         "encoder_input_tokens": np.stack(
-            [patches.preprocess_image(p[..., :3], a.patches) for p, _ in pages]
+            [patches.preprocess_image(p[..., :3], a.patches, (a.patch, a.patch)) for p, _ in pages]
         ),
         "decoder_input_tokens": inputs,
         "decoder_target_tokens": targets,
@@ -215,6 +231,7 @@ def make_fns(a: argparse.Namespace, length: int):
         mlp_dim=2 * a.emb,
         num_encoder_layers=a.layers,
         num_decoder_layers=a.layers,
+        patch_size=a.patch,
         dtype="float32",
         z_loss=0.0,
     )

@@ -61,10 +61,13 @@ def test_grid_places_sit_on_the_patch_grid_plus_the_curriculum_offset():
         reading_probe.main(["--phases", "0:1", "--steps", "1"])
 
 
-def test_a_few_steps_report_a_curve(tmp_path, capsys):
+@pytest.mark.parametrize("patch", ["16", "8"])
+def test_a_few_steps_report_a_curve(tmp_path, capsys, patch):
     out = tmp_path / "probe.json"
     report = reading_probe.main(
         [
+            "--patch",
+            patch,
             "--size",
             "60x30",
             "--patches",
