@@ -65,6 +65,10 @@ Where on the page, or where on the patch grid? --size 144x96 --patches 64 (the p
         offsets a patch instead of 256): loss 1.59 / 1.41 / 1.36 at 500 / 1000 / 1500 steps,
         exact 0.005 / 0.015 / 0.010 (1,179 CPU s): better per step than 16-px patches (1.56 at
         1,000), worse per CPU second (1.34 at 3,000 steps in 630 CPU s).
+    --placement anywhere --size 288x192 --font_sizes 28,44 (drawn at twice the size and
+        downscaled to the same 6 x 9 grid by the antialiased resize, as a large chart is): loss
+        1.66 / 1.56 / 1.51 / 1.44 / 1.35 / 1.34, exact 0.005-0.02 (660 CPU s): the same curve
+        as drawing at the grid's size; the resize's smoothing does not lessen the phase's cost.
 
 So the glyphs are easy, and so is the place on the grid; the phase is hard: a 16-pixel patch
 seen through a linear projection holds a digit at any of 256 sub-patch offsets, and learning
