@@ -170,8 +170,8 @@ def place(
     return x, y
 
 
-def draw(rng: np.random.Generator, a: argparse.Namespace, placement: str):
-    """(uint8 RGBA page, target) of one number in a drawn font, size and place."""
+def draw(rng: np.random.Generator, a: argparse.Namespace, placement: str, phase: int = 1):
+    """(uint8 RGBA page, target) of one number in a drawn font, size and place (`place`)."""
     from chartjax.synth import chart_info_style, text_render
     from chartjax.synth import chart_info_tables as tb
 
@@ -185,14 +185,14 @@ def draw(rng: np.random.Generator, a: argparse.Namespace, placement: str):
     width, height = a.page
     w, h = text_render.block_size([(number,)], size, family)
     room = (width - w, height - h)
-    x, y = place(rng, room, placement, getattr(a, "phase", 1), getattr(a, "patch", PATCH))
+    x, y = place(rng, room, placement, phase, a.patch)
     return text_render.render_lines([(number,)], a.page, size, (x, y), family), number
 
 
-def batch(rng, a, n: int, placement: str, length: int) -> dict:
+def batch(rng, a, n: int, placement: str, length: int, phase: int = 1) -> dict:
     from chartjax.data import patches
 
-    pages = [draw(rng, a, placement) for _ in range(n)]
+    pages = [draw(rng, a, placement, phase) for _ in range(n)]
     targets = np.array([encode(t, length) for _, t in pages], np.int32)
     inputs = np.concatenate([np.zeros((n, 1), np.int32), targets[:, :-1]], axis=1)
     return {
@@ -263,25 +263,22 @@ def make_fns(a: argparse.Namespace, length: int):
 def main(argv=None) -> dict:
     a = parse_args(argv)
     a.page = tuple(int(x) for x in a.size.split("x"))
-    a.phase = 1  # the held-out grid pages: on the grid
     schedule = parse_phases(a.phases)
     if schedule and a.placement != "grid":
         raise ValueError("--phases: a curriculum of offsets from the grid wants --placement grid")
-    bench = harness.Run(
-        "reading_probe", {k: v for k, v in vars(a).items() if k not in ("page", "phase")}
-    )
+    bench = harness.Run("reading_probe", {k: v for k, v in vars(a).items() if k != "page"})
     length = 12  # the longest number cell ("-1,234.56%") and its end
     params, opt, step, greedy = make_fns(a, length)
     places = ("anywhere", "centre") + (("grid",) if a.placement == "grid" else ())
     heldout = {
-        place: batch(np.random.default_rng(12345), a, a.heldout, place, length) for place in places
+        where: batch(np.random.default_rng(12345), a, a.heldout, where, length) for where in places
     }
     feed = functools.partial(batch, np.random.default_rng(a.seed), a, a.batch, a.placement)
     cpu0, curve, losses, accs = harness.cpu_seconds(), [], [], []
     t0 = time.perf_counter()
     for s in range(1, a.steps + 1):
-        a.phase = next((p for start, p in reversed(schedule) if start < s), 1)
-        b = feed(length)
+        phase = next((p for start, p in reversed(schedule) if start < s), 1)
+        b = feed(length, phase)
         b.pop("text")
         params, opt, loss, acc = step(params, opt, b)
         losses.append(float(loss))
@@ -289,16 +286,16 @@ def main(argv=None) -> dict:
         if s % a.eval_every == 0 or s == a.steps:
             row = {
                 "step": s,
-                "phase": a.phase,
+                "phase": phase,
                 "train_loss": float(np.mean(losses[-50:])),
                 "train_token_accuracy": float(np.mean(accs[-50:])),
             }
-            for place, held in heldout.items():
+            for where, held in heldout.items():
                 inputs = {"encoder_input_tokens": held["encoder_input_tokens"]}
                 preds = [decode(r) for r in np.asarray(greedy(params, inputs))]
                 hits = [p == t for p, t in zip(preds, held["text"])]
-                row[f"heldout_exact_{place}"] = float(np.mean(hits))
-                row[f"examples_{place}"] = list(zip(preds[:4], held["text"][:4]))
+                row[f"heldout_exact_{where}"] = float(np.mean(hits))
+                row[f"examples_{where}"] = list(zip(preds[:4], held["text"][:4]))
             row["cpu_s"] = round(harness.cpu_seconds() - cpu0, 1)
             row["wall_s"] = round(time.perf_counter() - t0, 1)
             curve.append(row)
