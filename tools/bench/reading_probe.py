@@ -143,8 +143,8 @@ def decode(ids) -> str:
     for i in ids:
         if i == 1:
             break
-        if i >= 2:
-            out.append(CHARS[i - 2])
+        if i >= 2:  # the model's 32 ids outnumber the characters: the rest read as "?"
+            out.append(CHARS[i - 2] if i - 2 < len(CHARS) else "?")
     return "".join(out)
 
 

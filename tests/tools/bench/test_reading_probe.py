@@ -21,6 +21,8 @@ def test_targets_round_trip_through_the_character_vocabulary():
     assert len(ids) == 12 and ids[9] == 1 and ids[10:] == [0, 0]
     assert reading_probe.decode(ids) == "-1,234.5%"
     assert reading_probe.decode([5, 1, 6]) == "3"  # nothing after the end
+    # An untrained model may write ids past the characters (its vocabulary has 32): never a match.
+    assert reading_probe.decode([3, 31, 4, 1]) == "1?2"
     with pytest.raises(ValueError, match="longer than"):
         reading_probe.encode("123456789012", 12)
 
