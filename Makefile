@@ -60,6 +60,9 @@ bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.learning --out runs/bench_learning_values --rerun \
 		--types "Grouped vertical bar" --size 480x360 --max_series 1 --value_labels 16 \
 		--prompt none --steps 1800 --budget_s 100000 --eval_every 600
+	$(PY) -m chartjax.tools.bench.reading --out runs/bench_reading_grid --rerun \
+		--size 576x416 --text_grid 32 --value_labels 20 --stage1_steps 0 --stage2_steps 3000 \
+		--train_charts 3000 --heldout_charts 200 --split_digits --eval_every 500
 	$(PY) -m chartjax.tools.bench.t5_summary --out runs/bench_t5_summary
 	$(PY) -m chartjax.tools.bench.remat_memory --out bench_remat_memory.json
 	$(PY) -m chartjax.tools.bench.peft --batch 2 --patches 64 --input_len 64 --target_len 16 --out bench_peft.json

@@ -131,11 +131,15 @@ def encode_png(rgba: np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
     return png_bytes(rows, w, 4, level)
 
 
-def _style_override(size: tuple[int, int] | None, value_labels: float | None) -> dict | None:
+def _style_override(
+    size: tuple[int, int] | None, value_labels: float | None, text_grid: int = 0
+) -> dict | None:
     """Style fields set for every chart (no random draws, so the rest of a chart is unchanged)."""
     out = {} if size is None else {"width": int(size[0]), "height": int(size[1])}
     if value_labels:
         out["value_label_size"] = float(value_labels)
+    if text_grid:
+        out["text_grid"] = int(text_grid)
     return out or None
 
 
@@ -149,10 +153,12 @@ def make_chart(
     max_topics: int | None = None,
     max_series: int | None = None,
     value_labels: float | None = None,
+    text_grid: int = 0,
 ) -> Chart:
     """Chart `index`; `size` (width, height) in pixels replaces the release's 1280 x 960;
-    `value_labels` (a point size) prints every bar's value on it."""
-    override = _style_override(size, value_labels)
+    `value_labels` (a point size) prints every bar's value on it; `text_grid` (pixels) puts
+    every text's box on that lattice (chart_info_render.snap_texts)."""
+    override = _style_override(size, value_labels, text_grid)
     data, drawn = draw_chart(seed, index, types, override, max_categories, max_topics, max_series)
     doc = official_json(data.chart_type, annotate(drawn))
     png = encode_png(drawn.rgba(), compress_level)
@@ -194,6 +200,7 @@ def generate(
     max_topics: int | None = None,
     max_series: int | None = None,
     value_labels: float | None = None,
+    text_grid: int = 0,
 ) -> ChartCounts:
     """Writes charts `start .. start+num-1` under `out`; returns the count per chart type.
 
@@ -208,6 +215,8 @@ def generate(
     tb.check_caps(max_categories, max_topics, max_series)  # before any folder or worker
     if value_labels is not None and not 0 < value_labels <= 72:
         raise ValueError(f"value_labels: a point size in (0, 72], got {value_labels}")
+    if not 0 <= text_grid <= 64:
+        raise ValueError(f"text_grid: a lattice side in pixels, 0 (off) to 64, got {text_grid}")
     options = dict(
         types=chart_types,
         compress_level=compress_level,
@@ -216,6 +225,7 @@ def generate(
         max_topics=max_topics,
         max_series=max_series,
         value_labels=value_labels,
+        text_grid=text_grid,
     )
     out = os.path.abspath(out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -333,6 +343,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print each bar's value on it at this font size, annotated as value_label text "
         "(a PMC 2020 role; the 2019 release prints no values; default: off)",
     )
+    parser.add_argument(
+        "--text-grid",
+        type=int,
+        default=0,
+        metavar="PIXELS",
+        help="move the value and category labels' boxes to the nearest multiple of PIXELS, "
+        "e.g. 32 with --size 576x416, which Pix2Struct at 256 patches halves to its 18x13 "
+        "grid of 16-px patches: each label is then the same pixels in every patch it lands "
+        "in (default: 0, off)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -354,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
         max_topics=args.max_topics,
         max_series=args.max_series,
         value_labels=args.value_labels,
+        text_grid=args.text_grid,
     )
     summary = {
         "out": os.path.abspath(args.out),

@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import Affine2D
 
 from chartjax.synth import chart_info_axes as ax_
 from chartjax.synth import chart_info_tables as tb
@@ -152,8 +153,42 @@ def render(data: tb.ChartData, style: Style) -> Drawn:
     else:
         _draw_axes_chart(d)
     ax_.layout(d, square=pie)
+    if style.text_grid:
+        snap_texts(d, style.text_grid)
     canvas.draw()
     return d
+
+
+def snap_texts(d: Drawn, grid: int) -> None:
+    """Moves the texts a chart's table is read from (the value labels and the category labels:
+    ticks, title and legend stay where the layout put them) so that the top-left corner of each
+    box lies on the `grid`-pixel lattice of the image, at the nearest point that keeps the box
+    inside; after the layout, so nothing else moves. Agg draws a text at whole pixels from its
+    box, so a string in one font and size is then the same pixels wherever it lands on a patch
+    grid of side `grid`: reading without the sub-patch phase, whose cost to a ViT the reading
+    probe measures (tools/bench/reading_probe.py). Up to grid / 2 pixels off its bar or tick."""
+    W, H = d.style.width, d.style.height
+    texts = list(d.value_labels) + (list(d.axes[0].labels) if d.axes else [])
+    for t in texts:
+        if not (t.get_visible() and t.get_text()):
+            continue
+        box = ax_.extent(d, t)
+        top = H - box.y1  # image rows grow downwards
+        x = _on_lattice(box.x0, box.width, W, grid)
+        y = _on_lattice(top, box.height, H, grid)
+        # Exact up to the float residue of the composed transform (~1e-13 px): Agg rounds to
+        # whole pixels, but the annotation floors, so a box may be noted one pixel short of it.
+        t.set_transform(t.get_transform() + Affine2D().translate(x - box.x0, top - y))
+
+
+def _on_lattice(start: float, length: float, room: int, grid: int) -> float:
+    """The multiple of `grid` nearest `start` at which [start, start + length] stays in
+    [0, room] when it can (a box longer than the room keeps its nearest multiple)."""
+    near = grid * round(start / grid)
+    for cand in sorted(range(near - 2 * grid, near + 3 * grid, grid), key=lambda v: abs(v - start)):
+        if cand >= 0 and cand + length <= room:
+            return float(cand)
+    return float(near)
 
 
 # ---------------------------------------------------------------- pie and donut

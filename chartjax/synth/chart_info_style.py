@@ -91,6 +91,10 @@ class Style:
     # Not drawn by sample_style (the 2019 release prints no values): the generator's
     # --value-labels sets it. > 0: every bar carries its cell as text of this point size.
     value_label_size: float = 0.0
+    # Not drawn by sample_style either (--text-grid): > 0 moves the value and category labels'
+    # boxes to the nearest multiple of this many pixels, so that at a patch grid of that side
+    # each of those texts sits at one phase of its patches (chart_info_render.snap_texts).
+    text_grid: int = 0
 
 
 @functools.cache

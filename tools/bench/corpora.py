@@ -35,6 +35,7 @@ def chart_info(
     max_topics: int | None,
     max_series: int | None = None,
     value_labels: float | None = None,
+    text_grid: int | None = None,
 ) -> str:
     """Generates `num` CHART-Info charts into `raw` and builds them (synthetic_2019) into
     `data_dir`; reuses an earlier identical build (its `corpus.json` stamp). Returns the
@@ -55,7 +56,7 @@ def chart_info(
         "max_topics": max_topics,
     }
     # Stamped only when set, so corpora built before these options stay reusable.
-    extra = {"max_series": max_series, "value_labels": value_labels}
+    extra = {"max_series": max_series, "value_labels": value_labels, "text_grid": text_grid}
     want.update({k: v for k, v in extra.items() if v is not None})
     if os.path.exists(stamp):
         with open(stamp) as f:
@@ -75,6 +76,7 @@ def chart_info(
         max_topics=max_topics,
         max_series=max_series,
         value_labels=value_labels,
+        text_grid=text_grid or 0,
     )
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=raw))
     with open(stamp, "w") as f:

@@ -67,7 +67,8 @@ beyond a constant: all 26 topics (RMS F1 0.020 vs constant table 0.018 after 580
 batch 16; one title for 98 of 100 charts); 1280 x 960 charts with 400 training tables (0.002
 after 730 steps, below the constant table's 0.009: the tables were memorized).
 
-Reading values (issue 15, item 5): not had in this budget. The fairest target the generator
+Reading values (issue 15, item 5): not had in this budget (bench/reading.py `--text_grid` reads
+them, on charts whose labels sit on the patch lattice). The fairest target the generator
 offers: plain bar charts (`--types "Grouped vertical bar" --max_series 1`, 2-3 bars) with each
 value printed above its bar at 16 pt on a white box (`--value_labels 16`), 480 x 360 (the
 labels ~14 px tall on the 234-patch grid), the first 4 topics, and the chart alone as input

@@ -28,3 +28,31 @@ def test_cpu_clock_interpolates_between_samples():
     assert clock.at(103.0) == pytest.approx(4.0)
     assert clock.at(200.0) == pytest.approx(6.0)  # after the last sample: its value
     assert np.isfinite(clock.at(0.0))
+
+
+def test_charts_alone_end_to_end(tmp_path):
+    """--stage1_steps 0 with the lattice-aligned charts (the setting that reads, docstring):
+    stage 2 from scratch alone, scored against the constant tables, curve and plot written."""
+    import json
+
+    out = tmp_path / "r"
+    argv = ["--out", str(out), "--stage1_steps", "0", "--stage2_steps", "2", "--eval_every", "2"]
+    argv += ["--train_charts", "6", "--heldout_charts", "3", "--size", "576x416"]
+    argv += ["--text_grid", "32", "--value_labels", "20", "--split_digits", "--workers", "1"]
+    argv += ["--emb_dim", "32", "--layers", "1", "--max_patches", "64", "--vocab_size", "400"]
+    assert reading.main(argv) == 0
+    res = json.loads((out / "reading.json").read_text())["results"]
+    assert res["stage1"]["curve"] == [] and list(res["stage2"]) == ["from_scratch"]
+    run = res["stage2"]["from_scratch"]
+    assert [p["step"] for p in run["curve"]] == [2]
+    assert 0.0 <= run["number_cells"]["exact"] <= 1.0
+    assert run["reads_values"]["best_constant_rms_f1_no_title"] >= 0.0
+    assert res["heldout_charts"] >= 1
+    assert (out / "reading.png").stat().st_size > 0
+    stamp = json.loads((out / "tfds_train" / "corpus.json").read_text())
+    assert stamp["text_grid"] == 32  # the corpus says it was drawn on the lattice
+
+
+def test_nothing_to_train_is_refused():
+    with pytest.raises(SystemExit):
+        reading.parse_args(["--out", "x", "--stage1_steps", "0", "--stage2_steps", "0"])

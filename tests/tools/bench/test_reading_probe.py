@@ -59,6 +59,8 @@ def test_grid_places_sit_on_the_patch_grid_plus_the_curriculum_offset():
     assert reading_probe.parse_phases("1000:4,0:1") == [(0, 1), (1000, 4)]
     with pytest.raises(ValueError, match="1..16"):
         reading_probe.parse_phases("0:17")
+    with pytest.raises(ValueError, match="1..8"):  # an 8-px patch has 8 offsets a side
+        reading_probe.parse_phases("0:9", patch=8)
     with pytest.raises(ValueError, match="--placement grid"):
         reading_probe.main(["--phases", "0:1", "--steps", "1"])
 
