@@ -393,12 +393,15 @@ def _patch_worker(a) -> None:
     print(json.dumps(out))
 
 
+def _run_config(a) -> dict:
+    """The flags a report records (the internal --patch_worker is how a run starts, not what)."""
+    return {k: v for k, v in vars(a).items() if k != "patch_worker"}
+
+
 def _only_patches(a) -> dict:
     """`--only-patches`: the patch worker's results alone (seconds; the step takes minutes)."""
     libs = ("numpy",) + (("torch", "transformers") if a.compare_hf else ())
-    run = harness.Run(
-        "step_patches", {k: v for k, v in vars(a).items() if k != "patch_worker"}, libs
-    )
+    run = harness.Run("step_patches", _run_config(a), libs)
     imgs = {key: _chart_image(dpi) for key, dpi in PATCH_IMAGES.items()}
     worker = _run_patch_worker(a, imgs, compare=a.compare_hf)
     ratios = worker.pop("ratios", None)
@@ -419,7 +422,7 @@ def main(argv=None) -> dict | None:
     if a.only_patches:
         return _only_patches(a)
     libs = ("jax", "jaxlib", "flax", "optax") + (("torch", "transformers") if a.compare_hf else ())
-    run = harness.Run("step", {k: v for k, v in vars(a).items() if k != "patch_worker"}, libs)
+    run = harness.Run("step", _run_config(a), libs)
     cfg = _config(a)
     batch = _batch(a, cfg)
     imgs = {key: _chart_image(dpi) for key, dpi in PATCH_IMAGES.items()}
