@@ -157,7 +157,7 @@ def make_chart(
 ) -> Chart:
     """Chart `index`; `size` (width, height) in pixels replaces the release's 1280 x 960;
     `value_labels` (a point size) prints every bar's value on it; `text_grid` (pixels) puts
-    every text's box on that lattice (chart_info_render.snap_texts)."""
+    the value and category labels' boxes on that lattice (chart_info_render.snap_texts)."""
     override = _style_override(size, value_labels, text_grid)
     data, drawn = draw_chart(seed, index, types, override, max_categories, max_topics, max_series)
     doc = official_json(data.chart_type, annotate(drawn))
