@@ -161,6 +161,11 @@ def main(argv=None) -> None:
         action="store_true",
         help="allow fewer pieces than --vocab_size on small corpora",
     )
+    p.add_argument(
+        "--split_digits",
+        action="store_true",
+        help="every digit its own piece (numbers are then read and written digit by digit)",
+    )
     a = p.parse_args(argv)
     for path in a.input:
         if not os.path.isfile(path):
@@ -173,6 +178,7 @@ def main(argv=None) -> None:
             model_type=a.model_type,
             character_coverage=a.character_coverage,
             hard_vocab_limit=not a.soft_vocab_limit,
+            split_digits=a.split_digits,
         )
     except ValueError as e:  # a size the corpus cannot give, a bad JSONL record
         print(f"chartjax-train-vocab: error: {e}", file=sys.stderr)

@@ -22,7 +22,12 @@ from chartjax.tasks import chart_code, matcha
 from tests.tasks.test_deplot import read_eval, run_recipe
 from tests.tasks.tiny_recipes import P2S_TINY, RUN_TINY
 
-RECIPES = ("matcha_pretrain_base", "matcha_reading_toy", "matcha_chart_table_toy")
+RECIPES = (
+    "matcha_pretrain_base",
+    "matcha_reading_toy",
+    "matcha_chart_table_toy",
+    "chart_table_lattice_toy",
+)
 
 
 # ---------------------------------------------------------------- math questions -----------
@@ -197,6 +202,7 @@ def test_pretraining_recipes_load(recipe):
                 "matcha_pretrain_base": "t5x",
                 "matcha_reading_toy": "random",
                 "matcha_chart_table_toy": "chartjax",
+                "chart_table_lattice_toy": "random",  # from scratch: no INIT_PATH needed
             }[recipe]
         )
     finally:

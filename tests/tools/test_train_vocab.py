@@ -92,3 +92,20 @@ def test_a_bad_jsonl_record_is_one_line(tmp_path, capsys):
     data.write_text('{"caption": "a chart"}\n{"title": "no caption"}\n')
     code, _, err = _main(capsys, "--input", data, "--field", "caption", "--out", tmp_path / "spm")
     assert (code, err) == (2, f"chartjax-train-vocab: error: {data}:2: missing field 'caption'\n")
+
+
+def test_the_cli_splits_digits(tmp_path, capsys):
+    corpus = tmp_path / "tables.txt"
+    rng = np.random.default_rng(1)
+    corpus.write_text("\n".join(f"Year | {rng.integers(1960, 2020)}" for _ in range(300)))
+    out = tmp_path / "spm"
+    argv = ["--input", corpus, "--out", out, "--vocab_size", 300, "--soft_vocab_limit"]
+    code, stdout, _ = _main(capsys, *argv, "--split_digits")
+    assert code == 0
+    sp = spm.SentencePieceProcessor(model_file=json.loads(stdout)["model"])
+    assert [p.lstrip("\u2581") for p in sp.encode("1987", out_type=str) if p != "\u2581"] == [
+        "1",
+        "9",
+        "8",
+        "7",
+    ]
