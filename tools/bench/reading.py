@@ -107,8 +107,9 @@ command without `--text_grid` (2 cores, one bench at a time):
     vocabulary 151 / 155). Seed 1 (`--seed 1`: other corpora, init and order), on the
     lattice: 0.012 / 0.033 / 0.034 / 0.152 / 0.233 / 0.339 no-title RMS F1 and 0.000 / 0.000 /
     0.000 / 0.006 / 0.371 / 0.578 number cells exact at the same steps; at 3,000, 0.339 against
-    0.037 (CI [+0.254, +0.351]) and 0.578 against 0 (CI [+0.520, +0.636]); 1,275 CPU s. Row labels are read exactly 17% of the time at 3,000 steps (often
-    slanted, in the smaller tick font): the keys, not the numbers, hold the RMS F1 down.
+    0.037 (CI [+0.254, +0.351]) and 0.578 against 0 (CI [+0.520, +0.636]); 1,275 CPU s. Row
+    labels are read exactly 17% of the time at 3,000 steps (often slanted, in the smaller tick
+    font): the keys, not the numbers, hold the RMS F1 down.
 
 So the same model, data and budget read the printed values once the phase is taken away: the
 phase, not the model or the step, is what 60 CPU minutes cannot buy (reading at any phase is
@@ -284,15 +285,6 @@ def number_cells(workdir: str, step: int, baselines: dict, seed: int) -> dict:
 # ------------------------------------------------------------------ stages ----------------
 
 
-def eval_batch() -> int:
-    """learning.EVAL_BATCH, rounded down to a whole number of rows per device (the batch is
-    split over the data axis of the mesh: 8 host devices in the tests, 48 rows)."""
-    import jax
-
-    n = jax.device_count()
-    return max(learning.EVAL_BATCH // n, 1) * n
-
-
 def bindings(args, vocab_file: str, vocab_size: int, data_dir: str, steps: int) -> list[str]:
     return [
         f"VOCAB = '{vocab_file}'",
@@ -304,7 +296,7 @@ def bindings(args, vocab_file: str, vocab_size: int, data_dir: str, steps: int) 
         f"matcha_task.page_size = {tuple(args.size)}",
         f"schedule.peak = {args.lr}",
         f"train.global_batch_size = {args.batch}",
-        f"train.eval_batch_size = {eval_batch()}",
+        f"train.eval_batch_size = {learning.eval_batch()}",
         f"train.num_train_steps = {steps}",
         f"train.eval_every = {args.eval_every}",
         f"train.checkpoint_every = {steps}",
@@ -328,7 +320,7 @@ def stage1_task(args, n_pages: int):
     featurize = task.features(False)
     rows = [featurize(r) for r in records]
     feats = {k: np.stack([r[k] for r in rows]) for k in learning.MODEL_INPUTS}
-    return feature_cache.replay_task(task, feats, eval_batch())
+    return feature_cache.replay_task(task, feats, learning.eval_batch())
 
 
 def stage2_task(args, out: str, vocab_file: str):
@@ -356,7 +348,7 @@ def stage2_task(args, out: str, vocab_file: str):
         learning.MODEL_INPUTS,
         os.path.join(out, "features", key),
     )
-    return feature_cache.replay_task(eval_task, feats, eval_batch())
+    return feature_cache.replay_task(eval_task, feats, learning.eval_batch())
 
 
 def train_stage(workdir: str, task, args, rerun: bool) -> tuple[dict, CpuClock]:
@@ -450,21 +442,21 @@ def plot(stage1: list[dict], stages2: dict[str, list[dict]], const: dict | None,
                 axes[0].plot(cpu1, [p[split][key] for p in stage1], "o-", label=f"{split} {key}")
         axes[0].set(title="stage 1: held-out text", xlabel="CPU s")
         axes[0].legend()
-    axes = [None, *axes] if not stage1 else axes
+    rms_ax, num_ax = axes[-2:]
     for name, curve in stages2.items():
         cpu = [p["cpu_s"] for p in curve]
-        axes[1].plot(cpu, [p["rms_f1_no_title"] for p in curve], "o-", label=name)
-        axes[2].plot(cpu, [p["number_cells_exact"] for p in curve], "o-", label=name)
+        rms_ax.plot(cpu, [p["rms_f1_no_title"] for p in curve], "o-", label=name)
+        num_ax.plot(cpu, [p["number_cells_exact"] for p in curve], "o-", label=name)
     if const:
-        axes[1].axhline(const["rms_f1_no_title"], ls="--", c="gray", label="best constant")
-        axes[2].axhline(const["number_cells_exact"], ls="--", c="gray", label="best constant")
-    axes[1].set(
+        rms_ax.axhline(const["rms_f1_no_title"], ls="--", c="gray", label="best constant")
+        num_ax.axhline(const["number_cells_exact"], ls="--", c="gray", label="best constant")
+    rms_ax.set(
         title="stage 2: held-out charts", xlabel="CPU s (this stage)", ylabel="RMS F1, no title"
     )
-    axes[2].set(title="stage 2: number cells", xlabel="CPU s (this stage)", ylabel="exact match")
+    num_ax.set(title="stage 2: number cells", xlabel="CPU s (this stage)", ylabel="exact match")
     if const:
-        for ax in axes[1:]:
-            ax.legend()
+        rms_ax.legend()
+        num_ax.legend()
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     plt.close(fig)
