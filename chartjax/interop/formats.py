@@ -110,14 +110,9 @@ def read_config(loc: Located, *, dtype: str = "float32"):
 
         return t5x.infer_config(loc.path, dtype=dtype)
     if loc.fmt == "hf":
-        from chartjax.interop import hf, hf_files
+        from chartjax.interop import hf
 
-        raw, cfg_file = hf_files.read_config(loc.path)
-        if raw.get("model_type") == "bart":  # generation_config.json's token rules win
-            from chartjax.interop import hf_bart
-
-            raw = hf_bart.with_generation_config(raw, loc.path)
-        return hf.config_from_hf(raw, dtype=dtype, where=cfg_file)
+        return hf.read_config(loc.path, dtype=dtype)
     cfg = chartjax_ckpt.run_config(loc.path) if loc.run else chartjax_ckpt.read_config(loc.path)
     return dataclasses.replace(cfg, dtype=dtype)
 

@@ -174,6 +174,10 @@ def config_to_hf(cfg: T5Config | Pix2StructConfig) -> dict:
             "layer_norm_epsilon": cfg.layer_norm_eps,
             "feed_forward_proj": _t5_ffproj(cfg.mlp_activations),
             "tie_word_embeddings": cfg.logits_via_embedding,
+            # HF 5's own field (HF 4 ignores it): the rescale apart from the tie.
+            "scale_decoder_outputs": cfg.logits_via_embedding
+            if cfg.scale_decoder_outputs is None
+            else cfg.scale_decoder_outputs,
             "is_encoder_decoder": True,
             **common,
         }
@@ -332,6 +336,59 @@ def _p2s_activation(t: dict, v: dict, where: str) -> str:
     return _FROM_HF_ACT[act]
 
 
+def _t5_head(hf: dict) -> dict:
+    """T5Config's head fields from config.json alone.
+
+    transformers 5 rescales the decoder output by d_model**-0.5 iff `scale_decoder_outputs`
+    (absent: iff `tie_word_embeddings` is not False, HF 4's T5 1.0 / 1.1 switch) and ties the
+    head to `shared` unless the weights store a different `lm_head.weight`, whatever the config
+    says (it saves every T5 with `tie_word_embeddings` True). The config alone says tied as HF 4
+    does; `head_from_weights` then settles it as HF 5 does."""
+    tied = hf.get("tie_word_embeddings", True) is not False
+    scaled = bool(hf.get("scale_decoder_outputs", tied))
+    return {
+        "logits_via_embedding": tied,
+        "scale_decoder_outputs": None if scaled == tied else scaled,
+    }
+
+
+def head_from_weights(cfg, tensors: dict[str, np.ndarray]):
+    """`cfg` with the T5 head tied as transformers 5 ties it given the stored tensors: untied
+    iff `lm_head.weight` is stored and differs from the stored embedding, else tied (HF 5 ties a
+    missing head to `shared`). Other configs pass unchanged."""
+    if not isinstance(cfg, T5Config):
+        return cfg
+    emb = _lookup(tensors, "shared.weight")
+    head = tensors.get("lm_head.weight")
+    tied = head is None or (emb is not None and np.array_equal(head, tensors[emb]))
+    if tied == cfg.logits_via_embedding:
+        return cfg
+    scaled = (
+        cfg.logits_via_embedding if cfg.scale_decoder_outputs is None else cfg.scale_decoder_outputs
+    )
+    return dataclasses.replace(
+        cfg, logits_via_embedding=tied, scale_decoder_outputs=None if scaled == tied else scaled
+    )
+
+
+def read_config(path: str, *, dtype: str = "float32"):
+    """The chartjax config of HF directory `path`: config.json, and for a T5 the two tensors
+    that say whether its head is tied (`head_from_weights`)."""
+    raw, cfg_file = hf_files.read_config(path)
+    if raw.get("model_type") == "bart":  # generation_config.json's token rules win
+        from chartjax.interop import hf_bart
+
+        raw = hf_bart.with_generation_config(raw, path)
+    cfg = config_from_hf(raw, dtype=dtype, where=cfg_file)
+    if isinstance(cfg, T5Config):
+        try:
+            stored = hf_files.read_named(path, _HEAD_TENSORS)
+        except FileNotFoundError:  # a config without weights: the config alone says
+            return cfg
+        cfg = head_from_weights(cfg, stored)
+    return cfg
+
+
 def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.json"):
     """chartjax config from an HF `config.json` dict; `where` names the file in errors."""
     mt = hf.get("model_type")
@@ -353,13 +410,7 @@ def config_from_hf(hf: dict, *, dtype: str = "float32", where: str = "config.jso
                 relative_attention_num_buckets=hf.get("relative_attention_num_buckets", 32),
                 relative_attention_max_distance=hf.get("relative_attention_max_distance", 128),
                 mlp_activations=(act, "linear") if gated else (act,),
-                # HF v5: outputs are rescaled by d_model**-0.5 iff tied the T5 1.0 way; a tied
-                # but unscaled head (v5's saved v1.1 configs) loads as an untied copy of `shared`.
-                logits_via_embedding=bool(
-                    hf.get(
-                        "scale_decoder_outputs", hf.get("tie_word_embeddings", True) is not False
-                    )
-                ),
+                **_t5_head(hf),
                 layer_norm_eps=hf.get("layer_norm_epsilon", 1e-6),
                 dtype=dtype,
                 pad_id=hf.get("pad_token_id", 0),
@@ -432,6 +483,7 @@ _ALIASES = {
     "lm_head.weight": ("shared.weight",),  # tied without rescale (HF v5 T5 v1.1 save)
     "decoder.lm_head.weight": ("decoder.embed_tokens.weight",),
 }
+_HEAD_TENSORS = ("lm_head.weight", "shared.weight", *_ALIASES["shared.weight"])
 # Tensors HF saves as copies of one tensor (`_tied_weights_keys`): a stored one that no variable
 # took counts as used when it equals one of its group that a variable took.
 _TIED = (
@@ -538,14 +590,15 @@ def load(path: str, *, dtype: str = "float32", seed: int = 0, box_embedding: boo
         if box_embedding:
             raise ValueError(f"{cfg_file}: box_embedding is a T5 option, not {raw['model_type']}")
         return _family(raw["model_type"]).load(path, dtype=dtype, seed=seed)
-    cfg = config_from_hf(raw, dtype=dtype, where=cfg_file)
+    tensors = _read_tensors(path)
+    cfg = head_from_weights(config_from_hf(raw, dtype=dtype, where=cfg_file), tensors)
     if box_embedding:
         if not isinstance(cfg, T5Config):
             raise ValueError(f"{cfg_file}: box_embedding is a T5 option, not pix2struct")
         cfg = dataclasses.replace(cfg, box_embedding=True)
     build = p2s_lib.build if isinstance(cfg, Pix2StructConfig) else t5_lib.build
     model = nnx.eval_shape(lambda: build(cfg, seed))
-    load_params(model, _read_tensors(path), where=path, seed=seed)
+    load_params(model, tensors, where=path, seed=seed)
     return model, cfg
 
 

@@ -165,6 +165,25 @@ def read_tensors(path: str) -> dict[str, np.ndarray]:
     return out
 
 
+def read_named(path: str, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """The tensors of `names` that HF directory `path` stores (absent ones left out), reading
+    only those from safetensors files; PyTorch files are read whole."""
+    want = set(names)
+    out: dict[str, np.ndarray] = {}
+    for file in weight_files(path)[0]:
+        if not file.endswith(".safetensors"):
+            out.update({k: v for k, v in _read_file(file).items() if k in want})
+            continue
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(file, framework="numpy") as f:
+                out.update({k: f.get_tensor(k) for k in want & set(f.keys())})
+        except SafetensorError as e:
+            raise ValueError(f"{file}: truncated or damaged safetensors file ({e})") from None
+    return out
+
+
 # --------------------------------------------------------------------------- the check
 
 

@@ -14,7 +14,6 @@ adapters also binds `build_model.lora = @LoraConfig()` (`lora_config`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from chartjax.models.bart import BartConfig
@@ -40,19 +39,10 @@ def hf_model_config(path: str, *, dtype: str = "bfloat16", overrides=None):
 
     from chartjax.interop import hf
 
-    cfg_file = os.path.join(os.path.expanduser(str(path)), "config.json")
-    if not os.path.isfile(cfg_file):
+    path = os.path.expanduser(str(path))
+    if not os.path.isfile(os.path.join(path, "config.json")):
         raise FileNotFoundError(f"hf_model_config: no config.json in {path}")
-    with open(cfg_file) as f:
-        try:
-            raw = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
-    if raw.get("model_type") == "bart":
-        from chartjax.interop import hf_bart
-
-        raw = hf_bart.with_generation_config(raw, os.path.dirname(cfg_file))
-    cfg = hf.config_from_hf(raw, dtype=dtype, where=cfg_file)
+    cfg = hf.read_config(path, dtype=dtype)
     return dataclasses.replace(cfg, **dict(overrides)) if overrides else cfg
 
 

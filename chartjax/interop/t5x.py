@@ -426,6 +426,14 @@ def save(
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     import jax.numpy as jnp
 
+    dec = model.decoder
+    if dec.scale_outputs != (dec.logits_dense is None):
+        raise ValueError(
+            f"{ckpt_dir}: T5X rescales the decoder output exactly when the head is the tied "
+            f"embedding; this model's head is {'tied' if dec.logits_dense is None else 'untied'} with "
+            f"scale_decoder_outputs={dec.scale_outputs} (a T5 transformers 5 built), so it "
+            "cannot be written as T5X: keep its chartjax or HF checkpoint"
+        )
     np_dtype = jnp.dtype(dtype)  # understands "bfloat16"
     os.makedirs(ckpt_dir, exist_ok=True)
     target: dict = {}

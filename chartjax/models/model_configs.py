@@ -47,6 +47,10 @@ class T5Config:
     mlp_activations: tuple[str, ...] = ("gelu", "linear")
     # True = original T5 1.0: logits via the shared embedding, rescaled by emb_dim**-0.5.
     logits_via_embedding: bool = False
+    # The emb_dim**-0.5 rescale of the decoder output; None = iff logits_via_embedding (T5X,
+    # HF 4). transformers 5 ties every T5's head and keeps the rescale apart (HF's field of this
+    # name), so a T5 it trained from scratch is tied with False here.
+    scale_decoder_outputs: bool | None = None
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
     z_loss: float = 1e-4
     layer_norm_eps: float = 1e-6

@@ -203,6 +203,9 @@ class Decoder(nnx.Module):
             )
         )
         self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)
+        # Pix2StructConfig has no scale_decoder_outputs: its HF and T5X heads follow the tie.
+        scale = getattr(cfg, "scale_decoder_outputs", None)
+        self.scale_outputs = cfg.logits_via_embedding if scale is None else scale
 
     def _embedder(self, embedder: Embed | None) -> Embed:
         emb = self.token_embedder if self.token_embedder is not None else embedder
@@ -212,9 +215,10 @@ class Decoder(nnx.Module):
 
     def _logits(self, x: jax.Array, emb: Embed, deterministic: bool) -> jax.Array:
         x = self.dropout(self.decoder_norm(x), deterministic=deterministic)
-        if self.logits_dense is None:
-            return emb.attend(x) / jnp.sqrt(jnp.float32(x.shape[-1]))
-        return self.logits_dense(x.astype(jnp.float32))
+        logits = (
+            emb.attend(x) if self.logits_dense is None else self.logits_dense(x.astype(jnp.float32))
+        )
+        return logits / jnp.sqrt(jnp.float32(x.shape[-1])) if self.scale_outputs else logits
 
     def __call__(
         self,

@@ -144,10 +144,10 @@ NOTES = {
     "tied_t5": "transformers 5 ties every T5's LM head to `shared` (T5Config forces "
     "tie_word_embeddings = True; a False in config.json only turns off the d_model**-0.5 "
     "rescale) and unties it on load only when the checkpoint stores a different lm_head.weight "
-    "(T5 v1.1, Flan-T5). chartjax has no tied-but-unscaled T5: hf.config_from_hf reads such a "
-    "checkpoint (one HF 5 built itself, e.g. trained from scratch) as an untied copy, so the "
-    "forward pass is equal but training is not: HF moves one tensor by the sum of the two "
-    "gradients. The T5 rows use an untied head, as Google's checkpoints have.",
+    "(T5 v1.1, Flan-T5). chartjax reads such a checkpoint (one HF 5 built itself, e.g. trained "
+    "from scratch) as HF 5 does: T5Config.logits_via_embedding with scale_decoder_outputs "
+    "False (hf.head_from_weights), so one tensor gets both gradients there too. The T5 rows "
+    "use an untied head, as Google's checkpoints have; the tied_head row checks the tie.",
 }
 
 # ------------------------------------------------------------------ the case ------------------
@@ -353,7 +353,9 @@ class ChartjaxRun:
     """chartjax's jitted train step for one (config, optimizer), started from the case's HF
     checkpoint as `chartjax-train` with init/hf.gin starts."""
 
-    def __init__(self, case: Case, opt: str, *, dtype="float32", z_loss=0.0, dropout=0.0):
+    def __init__(
+        self, case: Case, opt: str, *, dtype="float32", z_loss=0.0, dropout=0.0, ckpt_dir=None
+    ):
         import jax
         from flax import nnx
 
@@ -365,7 +367,8 @@ class ChartjaxRun:
         from chartjax.tasks import seq2seq_synthetic
 
         self.case = case
-        cfg = hf.config_from_hf(_read_json(os.path.join(case.ckpt_dir, "config.json")))
+        ckpt_dir = ckpt_dir or case.ckpt_dir
+        cfg = hf.read_config(ckpt_dir)
         self.cfg = dataclasses.replace(cfg, dtype=dtype, z_loss=z_loss, dropout_rate=dropout)
         build = pix2struct.build if case.family == "pix2struct" else t5.build
 
@@ -381,7 +384,7 @@ class ChartjaxRun:
         spec, _ = state_lib.create(model_fn, self.tx, self.mesh, self.rules, seed=0)
         self.spec = spec
         self.model_fn = model_fn
-        self.initial = self.load(case.ckpt_dir)
+        self.initial = self.load(ckpt_dir)
         self.step = jax.jit(
             train_lib.make_train_step(spec.model_def, task, self.tx, sched),
             in_shardings=(spec.shardings, None),
@@ -466,13 +469,6 @@ def _forward_jit():
     import jax
 
     return jax.jit(_forward_fn, static_argnums=0)
-
-
-def _read_json(path: str) -> dict:
-    import json
-
-    with open(path) as f:
-        return json.load(f)
 
 
 # ------------------------------------------------------------------ HF side -------------------
@@ -662,7 +658,7 @@ def gradient_row(case: Case, z_loss: float = 0.0) -> dict:
     row = {"groups": compare_gradients(grads, ref["grads"])}
     row["loss"] = errors(np.asarray(ours["loss"]), np.asarray(ref["loss"]))
     if case.tied is not None and not z_loss:
-        row["tied_head"] = tied_head_row(case, run)
+        row["tied_head"] = tied_head_row(case)
     if z_loss:
         # The loss exceeds HF's cross-entropy by exactly the z-loss term the step logs.
         row["loss_minus_z_term"] = errors(
@@ -672,16 +668,23 @@ def gradient_row(case: Case, z_loss: float = 0.0) -> dict:
     return row
 
 
-def tied_head_row(case: Case, run: ChartjaxRun) -> dict:
-    """The T5 as transformers 5 builds it (NOTES tied_t5): chartjax reads its checkpoint as two
-    tensors, so HF's gradient of the one tied tensor is the sum of chartjax's two."""
-    grads, _ = first_gradients(run, run.load(case.tied[1]))
+def tied_head_row(case: Case) -> dict:
+    """The T5 as transformers 5 builds it (NOTES tied_t5): its head tied to `shared`, not
+    rescaled. chartjax reads that checkpoint tied the same way (hf.head_from_weights), so the
+    first step's gradients equal HF's, the one tied tensor's included (read as an untied copy,
+    as before, chartjax's `shared` got only the embeddings' share of HF's gradient)."""
+    run = ChartjaxRun(case, "record", ckpt_dir=case.tied[1])
+    grads, _ = first_gradients(run)
     ref = hf_run(case, "sgd", steps=1, grads=True, tied_head=True)["grads"]
-    both = grads["shared.weight"] + grads["lm_head.weight"]
     return {
+        "config": {
+            "logits_via_embedding": run.cfg.logits_via_embedding,
+            "scale_decoder_outputs": run.cfg.scale_decoder_outputs,
+        },
         "hf_names": sorted(n for n in ref if "shared" in n or "lm_head" in n),
+        "chartjax_names": sorted(n for n in grads if "shared" in n or "lm_head" in n),
+        "groups": compare_gradients(grads, ref),
         "shared_vs_hf": errors(grads["shared.weight"], ref["shared.weight"]),
-        "shared_plus_head_vs_hf": errors(both, ref["shared.weight"]),
     }
 
 
@@ -793,10 +796,8 @@ def table(results: dict) -> list[dict]:
             rows.append(_row(fam, "held-out logits", opt, "float32", e["logits"]))
         tied = r["gradients"].get("tied_head")
         if tied:
-            e = tied["shared_plus_head_vs_hf"]
-            rows.append(
-                _row(fam, "grad HF tied head = chartjax shared + lm_head", "-", "float32", e)
-            )
+            e = tied["shared_vs_hf"]
+            rows.append(_row(fam, "grad shared, head tied unscaled (HF 5)", "-", "float32", e))
         z = r["z_loss"]
         rows.append(_row(fam, "loss, z_loss 1e-4", "adamw", "float32", z["adamw"]["loss"]))
         b = r["bf16"]["vs_hf_fp32"]
