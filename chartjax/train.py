@@ -93,6 +93,14 @@ def _all_finite(tree) -> jax.Array:
     )
 
 
+def _packing_bound() -> bool:
+    """Whether gin binds `Features.pack` (seq2seq.Features) to True (unscoped)."""
+    try:
+        return gin.query_parameter("Features.pack") is True
+    except ValueError:  # not bound
+        return False
+
+
 @gin.configurable(denylist=["workdir", "allow_config_change"])
 def train(
     workdir: str,
@@ -183,6 +191,11 @@ def train(
         raise checks.ConfigError(
             f"train.best_metric = {eval_lib.LOSS!r}: {the_task.name} is not a text-to-text task; "
             "select by one of its metrics instead"
+        )
+    if the_task.pack is None and _packing_bound():
+        raise checks.ConfigError(
+            f"Features.pack = True: {the_task.name} does not pack (its examples do not go "
+            "through seq2seq.Features); docs/packing.md lists the tasks that do"
         )
     # ---------------------------------------------------------------- workdir lock -----
     log = RunLog(workdir, enabled=pid == 0)

@@ -162,3 +162,23 @@ def test_features_pack_is_off_by_default():
     assert (spec.encoder_len, spec.decoder_len, spec.pad_id, spec.image) == (64, 128, 1, False)
     spec = seq2seq.Features(vocab_file="x", pack=True, pack_encoder_len=4096).pack_spec(0)
     assert (spec.encoder_len, spec.image) == (4096, True)
+
+
+def test_a_task_that_does_not_pack_refuses_features_pack(tmp_path):
+    """`Features.pack = True` with a task whose examples do not go through seq2seq.Features
+    (here the RN's synthetic task; chart_to_text_records alike) is refused before anything is
+    written, rather than training unpacked."""
+    import gin
+
+    from chartjax import config as config_lib
+    from chartjax import train as train_lib
+    from chartjax.config_checks import ConfigError
+
+    gin.clear_config()
+    config_lib.parse_gin(["tasks/synthetic_rn.gin"], ["Features.pack = True"])
+    try:
+        with pytest.raises(ConfigError, match="Features.pack = True: synthetic does not pack"):
+            train_lib.train(str(tmp_path / "run"))
+    finally:
+        gin.clear_config()
+    assert not (tmp_path / "run").exists()
