@@ -69,7 +69,10 @@ def test_verbose_shows_the_tensorflow_banners():
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "oneDNN custom operations" in proc.stderr
+    # Which banners TensorFlow prints depends on the CPU (oneDNN's needs AVX-512, absent from
+    # some machines): at least one line the quiet filter drops must get through.
+    shown = [ln for ln in proc.stderr.splitlines(keepends=True) if not quiet.strip_noise(ln)]
+    assert [ln for ln in shown if ln.strip()], proc.stderr
 
 
 @pytest.mark.parametrize("name", CLIS)
