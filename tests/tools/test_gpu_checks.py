@@ -48,8 +48,11 @@ def test_every_run_of_every_check_parses_through_gin(tmp_path, check, tiny):
             config_lib.parse_gin(
                 files, (runs[0]["bindings"] if not r["gin_file"] else []) + bindings
             )
-            if check == "reading":
+            if check in checks.READING:
                 assert gin.query_parameter("Pix2StructConfig.vocab_size") == 2  # the .vocab's lines
+            if check == "reading_lattice" and r["tool"] == "train":
+                # the lattice's geometry: 576 x 416 charts halved onto 256 patches
+                assert gin.query_parameter("Features.max_patches") == 256
         finally:
             gin.clear_config()
 
@@ -101,3 +104,44 @@ def test_a_check_runs_without_tensorflow_and_logs_its_throughput(tmp_path):
     assert math.isfinite(last["loss"]) and last["examples_per_s"] > 0
     assert last["tflops_per_s_per_device"] > 0  # the synthetic task's lengths give the FLOPs
     assert "No module named 'tensorflow'" not in log
+
+
+TABLES = [  # training tables, then held-out ones: a title, a header and number cells
+    f"TITLE | Sales {i}\nYear | Sales\n2001 | {10 + i}\n2002 | {20 + 2 * i}" for i in range(12)
+]
+
+
+def test_a_reading_check_is_scored_against_the_constant_tables(tmp_path):
+    """`score`: the held-out predictions `run` brought back, against the constant tables that
+    `prepare` chose on the training tables (`write_baselines`): a model that writes each
+    target exactly beats them beyond the CI; one that writes the best constant does not."""
+    for split, tables in (("train", TABLES[:8]), ("heldout", TABLES[8:])):
+        (tmp_path / f"raw_{split}" / "tables").mkdir(parents=True)
+        for i, t in enumerate(tables):
+            (tmp_path / f"raw_{split}" / "tables" / f"{i}.txt").write_text(t)
+    data = tmp_path / "data"
+    data.mkdir()
+    base = checks.write_baselines(
+        str(tmp_path / "raw_train"), str(tmp_path / "raw_heldout"), str(data / checks.BASELINES)
+    )
+    assert base == json.loads((data / checks.BASELINES).read_text())
+    assert base["table"]["prediction"] in TABLES[:8]  # chosen on the training tables only
+    best = max(base.values(), key=lambda b: b["rms_f1_no_title"])["prediction"]
+
+    def result(name, predictions):
+        step = tmp_path / name / "lattice" / "eval" / "train" / "step_40"
+        step.mkdir(parents=True)
+        rows = [{"prediction": p, "target": t} for p, t in zip(predictions, TABLES[8:])]
+        (step / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return str(tmp_path / name)
+
+    exact = checks.score("reading_lattice", str(data), result("exact", TABLES[8:]))
+    run = exact["runs"]["lattice"]
+    assert run["step"] == 40
+    assert run["reads_values"]["rms_f1_no_title"] == 1.0 and run["reads_values"]["beats_constant"]
+    assert run["number_cells"]["exact"] == 1.0 and run["number_cells"]["beats_constant"]
+    assert json.loads((tmp_path / "exact" / "score.json").read_text()) == exact
+    const = checks.score("reading_lattice", str(data), result("const", [best] * 4))
+    run = const["runs"]["lattice"]
+    assert run["reads_values"]["margin"] == 0.0 and not run["reads_values"]["beats_constant"]
+    assert not run["number_cells"]["beats_constant"]

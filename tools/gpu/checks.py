@@ -5,6 +5,7 @@ THERE, on a bare accelerator host that has JAX but neither TensorFlow nor gin, a
 
     python tools/gpu/checks.py prepare CHECK      # here: corpora, vocabulary, wheels, command
     python3 tools/gpu/checks.py run CHECK --out $OUT/CHECK     # there (what prepare prints)
+    python tools/gpu/checks.py score CHECK --result FETCHED/CHECK  # here, the reading checks
 
 `prepare` writes the check's data under `runs/gpu/CHECK/` and the wheels the host lacks under
 `.whl/` (tools/gpu/wheels.py: chartjax itself, gin-config, tensorflow-datasets and the pure-Python
@@ -31,6 +32,13 @@ step counts are guesses at what fits one 10-minute call):
   checkpoint (tasks/matcha_chart_table_toy.gin), then `chartjax-eval` on held-out charts
   (1,800 + 200 charts: what the 64 MiB upload carries besides the wheels). The
   CPU version, with the constant baseline and its CI, is tools/bench/reading.py.
+* `reading_lattice` (issue 28): the CPU bench's lattice run (`--text_grid 32`: labels on the
+  patch grid; tasks/chart_table_lattice_toy.gin from scratch) at 4x its width for 400 s, then
+  the held-out charts (1,300 + 200: larger images, fewer fit the upload). On the CPU it reads
+  values after 3,000 steps but row labels only 17% of the time: how far does a GPU take it?
+* The reading checks bring their held-out predictions back; `score` sets them against the
+  constant tables `prepare` chose on the training tables (`baselines.json`), with the bench's
+  metrics and CIs: RMS F1 without the title row, number cells read exactly.
 * `memory_base`, `memory_large` (issue 29, item 5): Pix2Struct-base at 2,048 patches and -large at 4,096 on the
   synthetic patch task (tasks/pix2struct_synthetic_smoke.gin, no corpus), bf16, under each
   rematerialization policy at the batch XLA:CPU's memory analysis fits in 139 GB
@@ -41,6 +49,7 @@ step counts are guesses at what fits one 10-minute call):
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -53,7 +62,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUN_BUDGET_S = 540
 # Checks whose runs depend on the one before (a failure ends the check); elsewhere a failed
 # run (an out-of-memory batch, say) is a result and the next one runs.
-CHAINED = ("reading",)
+CHAINED = ("reading", "reading_lattice")
+READING = ("reading", "reading_lattice")  # scored against constant tables (`score`)
 
 # The demo's corpus settings (chartjax.tools.demo).
 FIGUREQA_TRAIN, FIGUREQA_VAL = 2000, 250
@@ -68,6 +78,11 @@ READING_CORPUS = {
 }
 # ~21.6 KB a chart built: 2,000 charts, the wheels (~16 MB) and the checkout fit the 64 MiB.
 READING_TRAIN, READING_HELDOUT, READING_VOCAB = 1800, 200, 1000
+# The lattice charts of tools/bench/reading.py's `--text_grid 32` run (docs/pretraining.md): the
+# labels on Pix2Struct's patch grid at 256 patches. Larger images: fewer of them fit the call.
+READING_LATTICE_CORPUS = {**READING_CORPUS, "size": (576, 416), "value_labels": 20, "text_grid": 32}
+READING_LATTICE_TRAIN = 1300
+BASELINES = "baselines.json"  # the constant tables the reading checks are scored against
 CARRY_LIMIT = 64 * 2**20
 # Pix2Struct patches at patch_size 16: 2 + 16*16*3.
 PATCH_DIM = 770
@@ -155,6 +170,56 @@ def _reading(tiny: bool) -> list[dict]:
     ]
 
 
+def _reading_lattice(tiny: bool) -> list[dict]:
+    """The lattice run from scratch (tasks/chart_table_lattice_toy.gin: no stage 1), 4x the CPU
+    bench's width at its 256 patches (the lattice needs that resize), then the held-out charts.
+    How far past the CPU's 3,000 steps does the reading go, the row labels' 17% included?"""
+    size = (
+        ["Pix2StructConfig.emb_dim = 32", "Pix2StructConfig.mlp_dim = 64"]
+        + ["Pix2StructConfig.num_heads = 2", "Pix2StructConfig.head_dim = 16"]
+        + ["Pix2StructConfig.num_encoder_layers = 1", "Pix2StructConfig.num_decoder_layers = 1"]
+        + ["train.num_train_steps = 2", "train.max_train_time_s = None"]
+        if tiny
+        else [
+            "Pix2StructConfig.emb_dim = 512",
+            "Pix2StructConfig.mlp_dim = 1024",
+            "Pix2StructConfig.num_heads = 8",
+            "Pix2StructConfig.head_dim = 64",
+            "Pix2StructConfig.num_encoder_layers = 4",
+            "Pix2StructConfig.num_decoder_layers = 4",
+            "Pix2StructConfig.dtype = 'bfloat16'",
+            "train.global_batch_size = 64",
+            "schedule.peak = 0.003",
+            "train.num_train_steps = 20000",  # a bound: the time limit ends it first
+            "train.max_train_time_s = 400",
+        ]
+    )
+    return [
+        {
+            "name": "lattice",
+            "tool": "train",
+            "gin_file": ["tasks/chart_table_lattice_toy.gin"],
+            "bindings": [
+                "VOCAB = '{data}/vocab/spm.model'",
+                "DATA_DIR = '{data}/tfds_train'",
+                "Pix2StructConfig.vocab_size = {vocab_size}",
+                *size,
+                "deplot_task.train_split = 'train'",
+                "train.eval_every = 0",
+                "train.final_eval = False",
+                "train.progress = False",
+            ],
+        },
+        {
+            "name": "lattice",
+            "tool": "evaluate",
+            "gin_file": [],
+            "bindings": ["DATA_DIR = '{data}/tfds_heldout'"],
+            "split": "train",
+        },
+    ]
+
+
 # (size file, patches, {remat policy: batch}); batches: the largest that XLA:CPU's compiled
 # memory analysis fits in 139 GB (tools/bench/remat_memory.py, docs/memory.md).
 MEMORY_ROWS = (
@@ -203,6 +268,7 @@ def _memory(tiny: bool, rows=MEMORY_ROWS) -> list[dict]:
 CHECKS = {
     "figureqa": _figureqa,
     "reading": _reading,
+    "reading_lattice": _reading_lattice,
     # a call each: three compilations of a base or large train step take minutes
     "memory_base": lambda tiny: _memory(tiny, MEMORY_ROWS[:1]),
     "memory_large": lambda tiny: _memory(tiny, MEMORY_ROWS[1:]),
@@ -307,6 +373,12 @@ def run(check: str, data: str, out: str, tiny: bool, work: str | None = None, on
             row["wall_s"] = round(time.time() - t0, 1)
             row["train_metrics"] = _read_jsonl(os.path.join(workdir, "train_metrics.jsonl"))
             row["eval"] = _eval_metrics(workdir)
+            if step["tool"] == "evaluate":  # its predictions come back for `score`
+                shutil.copytree(
+                    os.path.join(workdir, "eval"),
+                    os.path.join(out, step["name"], "eval"),
+                    dirs_exist_ok=True,
+                )
             result["runs"].append(row)
             print(json.dumps({k: row[k] for k in ("name", "tool", "rc", "wall_s")}), flush=True)
             if rc != 0 and (check in CHAINED or rc == "timeout"):
@@ -347,18 +419,66 @@ def prepare_data(check: str, data: str, tiny: bool) -> None:
             log=print,
         )
         shutil.rmtree(os.path.join(data, "raw"), ignore_errors=True)  # not carried
-    elif check == "reading":
-        n_train, n_held = (8, 4) if tiny else (READING_TRAIN, READING_HELDOUT)
+    elif check in READING:
+        lattice = check == "reading_lattice"
+        n_train = READING_LATTICE_TRAIN if lattice else READING_TRAIN
+        n_train, n_held = (8, 4) if tiny else (n_train, READING_HELDOUT)
+        corpus = READING_LATTICE_CORPUS if lattice else READING_CORPUS
         for split, num, seed in (("train", n_train, 1), ("heldout", n_held, 2)):
             raw = os.path.join(data, f"raw_{split}")
             corpora.chart_info(
-                raw, os.path.join(data, f"tfds_{split}"), num, seed, workers=2, **READING_CORPUS
+                raw, os.path.join(data, f"tfds_{split}"), num, seed, workers=2, **corpus
             )
-        learning.train_vocab(
-            os.path.join(data, "raw_train"), os.path.join(data, "vocab", "spm"), READING_VOCAB
-        )
+        raw_train = os.path.join(data, "raw_train")
+        # the lattice recipe's vocabulary: one piece per digit (chartjax-train-vocab --split_digits)
+        learning.train_vocab(raw_train, os.path.join(data, "vocab", "spm"), READING_VOCAB, lattice)
+        write_baselines(raw_train, os.path.join(data, "raw_heldout"), os.path.join(data, BASELINES))
         for split in ("train", "heldout"):
             shutil.rmtree(os.path.join(data, f"raw_{split}"), ignore_errors=True)
+
+
+def write_baselines(raw_train: str, raw_heldout: str, path: str, seed: int = 0) -> dict:
+    """The constant tables (chosen on the training tables, scored on the held-out ones: the
+    reading bench's learning_curve.constant_baselines), kept for `score`: the raw corpora are
+    not carried."""
+    from chartjax.tools.bench import learning_curve
+
+    targets = []
+    for f in sorted(glob.glob(os.path.join(raw_heldout, "tables", "*.txt"))):
+        with open(f, encoding="utf-8") as fh:
+            targets.append(fh.read())
+    baselines = learning_curve.constant_baselines(raw_train, targets, seed)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(baselines, f, indent=1)
+    return baselines
+
+
+def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
+    """A reading check's held-out predictions (as `run` brought them back) against the constant
+    tables, as tools/bench/reading.py scores its runs: RMS F1 without the title row and number
+    cells read exactly, each with the paired bootstrap 95% CI of the margin over charts."""
+    from chartjax.tools.bench import learning, reading
+
+    with open(os.path.join(data, BASELINES), encoding="utf-8") as f:
+        baselines = json.load(f)
+    out = {"check": check, "seed": seed, "runs": {}}
+    for step in CHECKS[check](False):
+        if step["tool"] != "evaluate":
+            continue
+        workdir = os.path.join(result_dir, step["name"])
+        root = os.path.join(workdir, "eval", step["split"])
+        found = sorted(int(d[5:]) for d in os.listdir(root) if d.startswith("step_"))
+        if not found:
+            raise FileNotFoundError(f"{root}: no step_<N> predictions")
+        n = found[-1]
+        out["runs"][step["name"]] = {
+            "step": n,
+            "reads_values": learning.reads_values(workdir, n, baselines, seed),
+            "number_cells": reading.number_cells(workdir, n, baselines, seed),
+        }
+    with open(os.path.join(result_dir, "score.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
+    return out
 
 
 def _size(path: str) -> int:
@@ -388,26 +508,31 @@ def device_call(check: str, data: str) -> dict:
         "--target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 || exit; "
         f"python3 tools/gpu/checks.py run {check} --data {rel} --out $OUT/{check}"
     )
-    carry = [".whl"] + ([rel] if check in ("figureqa", "reading") else [])
+    carry = [".whl"] + ([rel] if check in ("figureqa", *READING) else [])
     return {"command": command, "carry": carry, "timeout_s": 600}
 
 
 def main(argv_=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="verb", required=True)
-    for verb in ("prepare", "run"):
+    for verb in ("prepare", "run", "score"):
         s = sub.add_parser(verb)
-        s.add_argument("check", choices=sorted(CHECKS))
+        s.add_argument("check", choices=sorted(READING if verb == "score" else CHECKS))
         s.add_argument("--data", help="the check's data folder (default runs/gpu/CHECK)")
         s.add_argument("--tiny", action="store_true", help="CPU smoke sizes (the test's)")
         if verb == "run":
             s.add_argument("--out", required=True, help="result.json and log.txt go here")
             s.add_argument("--work", help="workdirs (default /tmp/chartjax_gpu_CHECK)")
             s.add_argument("--only", action="append", help="run only this step (repeatable)")
+        elif verb == "score":
+            s.add_argument("--result", required=True, help="the check's $OUT/CHECK, fetched")
         else:
             s.add_argument("--no-wheels", action="store_true", help="data only")
     args = p.parse_args(argv_)
     data = args.data or os.path.join(ROOT, "runs", "gpu", args.check)
+    if args.verb == "score":
+        print(json.dumps(score(args.check, data, args.result), indent=1))
+        return 0
     if args.verb == "run":
         result = run(args.check, data, args.out, args.tiny, args.work, args.only)
         print(json.dumps({"check": args.check, "ok": result["ok"]}))
