@@ -399,6 +399,33 @@ def write_zarr(
     }
 
 
+def _t5x_arrays(model, where: str) -> Iterator[tuple[Path, np.ndarray]]:
+    """The parameters as T5X stores them. Its head rescales the decoder output by
+    emb_dim**-0.5 exactly when it is the tied embedding; a head that differs (a T5 that
+    transformers 5 built: tied, not rescaled; T5Config.scale_decoder_outputs) is written as the
+    untied `logits_dense` that gives the same logits, with a warning that the tie is lost."""
+    dec = model.decoder
+    other = dec.scale_outputs != (dec.logits_dense is None)
+    for path, var in _params(model):
+        arr = np.asarray(var[...])
+        if other and path == ("decoder", "logits_dense", "kernel"):  # untied, rescaled
+            arr = arr / np.float32(math.sqrt(arr.shape[0]))
+        yield path, arr
+    if other and dec.logits_dense is None:  # tied, not rescaled: the embedding, transposed
+        yield (
+            ("decoder", "logits_dense", "kernel"),
+            np.asarray(model.token_embedder.embedding[...]).T,
+        )
+    if other:
+        warnings.warn(
+            f"{where}: T5X has no head {'tied without' if dec.logits_dense is None else 'untied with'} "
+            "the emb_dim**-0.5 rescale (scale_decoder_outputs); written as an untied "
+            "logits_dense that gives the same logits, so fine-tuning it in T5X trains the head "
+            "apart from the embedding",
+            stacklevel=3,
+        )
+
+
 def save(
     model,
     ckpt_dir: str,
@@ -426,21 +453,13 @@ def save(
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     import jax.numpy as jnp
 
-    dec = model.decoder
-    if dec.scale_outputs != (dec.logits_dense is None):
-        raise ValueError(
-            f"{ckpt_dir}: T5X rescales the decoder output exactly when the head is the tied "
-            f"embedding; this model's head is {'tied' if dec.logits_dense is None else 'untied'} with "
-            f"scale_decoder_outputs={dec.scale_outputs} (a T5 transformers 5 built), so it "
-            "cannot be written as T5X: keep its chartjax or HF checkpoint"
-        )
     np_dtype = jnp.dtype(dtype)  # understands "bfloat16"
     os.makedirs(ckpt_dir, exist_ok=True)
     target: dict = {}
     p2s = _is_pix2struct(model)
-    for path, var in _params(model):
+    for path, arr in _t5x_arrays(model, ckpt_dir):
         tpath = t5x_path(path, pix2struct=p2s)
-        arr = np.asarray(var[...]).astype(np_dtype)
+        arr = arr.astype(np_dtype)
         leaf = (
             arr
             if layout == "inline"
