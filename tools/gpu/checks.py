@@ -102,21 +102,33 @@ def _figureqa(tiny: bool) -> list[dict]:
     ]
 
 
+# The reading checks' Pix2Struct: a CPU smoke size, and a guess at what learns in a few GPU
+# minutes (4x the CPU bench's width).
+READING_TINY_MODEL = [
+    "Pix2StructConfig.emb_dim = 32",
+    "Pix2StructConfig.mlp_dim = 64",
+    "Pix2StructConfig.num_heads = 2",
+    "Pix2StructConfig.head_dim = 16",
+    "Pix2StructConfig.num_encoder_layers = 1",
+    "Pix2StructConfig.num_decoder_layers = 1",
+]
+READING_GPU_MODEL = [
+    "Pix2StructConfig.emb_dim = 512",
+    "Pix2StructConfig.mlp_dim = 1024",
+    "Pix2StructConfig.num_heads = 8",
+    "Pix2StructConfig.head_dim = 64",
+    "Pix2StructConfig.num_encoder_layers = 4",
+    "Pix2StructConfig.num_decoder_layers = 4",
+    "Pix2StructConfig.dtype = 'bfloat16'",
+]
+
+
 def _reading(tiny: bool) -> list[dict]:
     size = (
-        ["Pix2StructConfig.emb_dim = 32", "Pix2StructConfig.mlp_dim = 64"]
-        + ["Pix2StructConfig.num_heads = 2", "Pix2StructConfig.head_dim = 16"]
-        + ["Pix2StructConfig.num_encoder_layers = 1", "Pix2StructConfig.num_decoder_layers = 1"]
-        + ["Features.max_patches = 64", "matcha_task.eval_examples = 4"]
+        READING_TINY_MODEL + ["Features.max_patches = 64", "matcha_task.eval_examples = 4"]
         if tiny
-        else [  # a guess at what learns in a few GPU minutes: 4x the CPU bench's width
-            "Pix2StructConfig.emb_dim = 512",
-            "Pix2StructConfig.mlp_dim = 1024",
-            "Pix2StructConfig.num_heads = 8",
-            "Pix2StructConfig.head_dim = 64",
-            "Pix2StructConfig.num_encoder_layers = 4",
-            "Pix2StructConfig.num_decoder_layers = 4",
-            "Pix2StructConfig.dtype = 'bfloat16'",
+        else [
+            *READING_GPU_MODEL,
             "Features.max_patches = 1024",
             "train.global_batch_size = 64",
             "schedule.peak = 0.003",
@@ -175,19 +187,10 @@ def _reading_lattice(tiny: bool) -> list[dict]:
     bench's width at its 256 patches (the lattice needs that resize), then the held-out charts.
     How far past the CPU's 3,000 steps does the reading go, the row labels' 17% included?"""
     size = (
-        ["Pix2StructConfig.emb_dim = 32", "Pix2StructConfig.mlp_dim = 64"]
-        + ["Pix2StructConfig.num_heads = 2", "Pix2StructConfig.head_dim = 16"]
-        + ["Pix2StructConfig.num_encoder_layers = 1", "Pix2StructConfig.num_decoder_layers = 1"]
-        + ["train.num_train_steps = 2", "train.max_train_time_s = None"]
+        READING_TINY_MODEL + ["train.num_train_steps = 2", "train.max_train_time_s = None"]
         if tiny
         else [
-            "Pix2StructConfig.emb_dim = 512",
-            "Pix2StructConfig.mlp_dim = 1024",
-            "Pix2StructConfig.num_heads = 8",
-            "Pix2StructConfig.head_dim = 64",
-            "Pix2StructConfig.num_encoder_layers = 4",
-            "Pix2StructConfig.num_decoder_layers = 4",
-            "Pix2StructConfig.dtype = 'bfloat16'",
+            *READING_GPU_MODEL,
             "train.global_batch_size = 64",
             "schedule.peak = 0.003",
             "train.num_train_steps = 20000",  # a bound: the time limit ends it first
