@@ -346,6 +346,11 @@ def _t5_head(hf: dict) -> dict:
     does; `head_from_weights` then settles it as HF 5 does."""
     tied = hf.get("tie_word_embeddings", True) is not False
     scaled = bool(hf.get("scale_decoder_outputs", tied))
+    return _head(tied, scaled)
+
+
+def _head(tied: bool, scaled: bool) -> dict:
+    """T5Config's head fields; the rescale stays None where it follows the tie."""
     return {
         "logits_via_embedding": tied,
         "scale_decoder_outputs": None if scaled == tied else scaled,
@@ -366,9 +371,7 @@ def head_from_weights(cfg, tensors: dict[str, np.ndarray]):
     scaled = (
         cfg.logits_via_embedding if cfg.scale_decoder_outputs is None else cfg.scale_decoder_outputs
     )
-    return dataclasses.replace(
-        cfg, logits_via_embedding=tied, scale_decoder_outputs=None if scaled == tied else scaled
-    )
+    return dataclasses.replace(cfg, **_head(tied, scaled))
 
 
 def read_config(path: str, *, dtype: str = "float32"):
