@@ -252,6 +252,9 @@ def test_sigterm_sets_should_stop(tmp_path):
 
 
 def test_a_first_ctrl_c_asks_to_save_and_stop_and_a_second_aborts(tmp_path):
+    # A run started in the background of a script (as `cmd &` starts pytest) inherits SIGINT
+    # ignored, and then Ctrl-C is rightly left alone (the next test): give this one a terminal's.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
     ck = ckpt_lib.Checkpointer(str(tmp_path))
     previous = signal.getsignal(signal.SIGINT)
     said = []
@@ -270,7 +273,9 @@ def test_a_first_ctrl_c_asks_to_save_and_stop_and_a_second_aborts(tmp_path):
         assert len(said) == 1
     finally:
         ck.close()
-    assert signal.getsignal(signal.SIGINT) is previous
+        restored = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, outer)
+    assert restored is previous
 
 
 def test_an_ignored_sigint_stays_ignored(tmp_path):
