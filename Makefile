@@ -2,22 +2,45 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed-stamp
-# hf: CPU torch 2.13.0 + transformers, the numerical oracle of the parity tests.
+# The lock of the tested environment (docs/environment.md), one per Python; without one for the
+# running Python, install falls back to pyproject.toml's ranges (newest versions), with a warning.
+PYV := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+LOCK := requirements/py$(PYV).txt
+LOCKED := $(wildcard $(LOCK))
+# Extras of the fallback install (the lock always holds dev,hf). hf: CPU torch 2.13.0 +
+# transformers, the numerical oracle of the parity tests.
 EXTRAS ?= dev,hf
+# uv reads no pip configuration: pip's find-links (where this machine keeps the CPU torch wheel)
+# are handed on, unless UV_FIND_LINKS is set.
+FIND_LINKS := $(or $(UV_FIND_LINKS),$(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+ifneq ($(FIND_LINKS),)
+export UV_FIND_LINKS := $(FIND_LINKS)
+endif
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
+LATEST := build/latest
 
 # Headless Chromium renders report.html in tests/metrics/test_html_report.py: Debian's package,
 # installed when missing and apt-get exists (as root, else through sudo -n).
 APT := $(if $(filter 0,$(shell id -u)),,sudo -n) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install demo test lint bench clean chromium
+.PHONY: install demo test test-latest lock lint bench clean chromium
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCKED)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+ifneq ($(LOCKED),)
+	$(PY) -m pip install -q "uv==$$(sed -n 's/^uv==//p' $(LOCK))"
+	$(UV) pip sync -q --python $(PY) $(LOCK)
+	grep -q '^torch==' $(LOCK) || $(PY) -m pip install -q 'torch==2.13.0'
+	$(UV) pip install -q --python $(PY) --no-deps -e .
+else
+	@echo "WARNING: no lock for Python $(PYV) ($(LOCK)): installing the newest versions that" \
+	  "pyproject.toml's ranges allow, a combination nobody tested (docs/environment.md)" >&2
+	$(PY) -m pip install -q uv
+	$(UV) pip install -q --python $(PY) --upgrade -e '.[$(EXTRAS)]' pip uv
+endif
 	$(PY) -m chartjax.tools.nltk_data  # WordNet + punkt for METEOR, offline (docs/metrics.md §6)
 	touch $(STAMP)
 
@@ -38,6 +61,23 @@ test: $(STAMP) chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --durations=15
+
+# Every lock resolved anew from pyproject.toml's ranges, and docs/environment.md's table.
+lock:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(UV) || $(PY) -m pip install -q uv
+	$(PY) tools/lock.py
+
+# The newest versions the ranges allow, in an environment of their own: drift found before users
+# find it (docs/environment.md says when to run it).
+test-latest: chromium
+	rm -rf $(LATEST) && $(PYTHON) -m venv $(LATEST)/venv
+	$(LATEST)/venv/bin/python -m pip install -q uv
+	$(LATEST)/venv/bin/uv pip install -q --python $(LATEST)/venv/bin/python -e '.[dev,hf]' pip uv
+	$(LATEST)/venv/bin/python -m chartjax.tools.nltk_data
+	$(LATEST)/venv/bin/python tools/lock.py --out $(LATEST)/requirements --no-docs
+	$(LATEST)/venv/bin/pip list --format=freeze > $(LATEST)/installed.txt
+	$(LATEST)/venv/bin/pytest -q -n 2 --dist loadfile --durations=15
 
 bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.input --with-step

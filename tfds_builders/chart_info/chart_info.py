@@ -272,7 +272,7 @@ _MAX_SKIP_MESSAGES = 50
 _SKIP_MESSAGES_GLOB = "beam_skipped_*.json"
 
 
-def beam_examples(split: str, root: str, items, skip_bad: bool, messages_path: epath.Path):
+def beam_examples(split: str, root: str, items, skip_bad: bool, messages_path: str | os.PathLike):
     """A Beam transform () -> (id, example) over the (id, json, image) triples of one split.
 
     Bad charts raise (the error names the file), or with `skip_bad` are counted in Beam
@@ -328,5 +328,7 @@ def beam_chart(item, split: str, root: str, skip_bad: bool):
     yield example_id, example
 
 
-def write_json(value, path: epath.Path) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=False))
+def write_json(value, path: str | os.PathLike) -> None:
+    # Beam 2.78+ checks side arguments against this hint when the pipeline is built: the builder
+    # passes an epath path, callers of `beam_examples` may pass pathlib's, so the hint names both.
+    epath.Path(path).write_text(json.dumps(value, ensure_ascii=False))

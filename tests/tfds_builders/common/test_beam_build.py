@@ -24,7 +24,9 @@ import apache_beam as beam
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
+from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.typehints.decorators import TypeCheckError
 
 from chartjax.data import tfds_records
 from tfds_builders.chart_info import chart_info
@@ -192,6 +194,8 @@ def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
         )
         assert type(shards[0]).__module__ == "tfds_builders.figureqa.figureqa"
         pipeline = beam.Pipeline()  # built, never run
+        # Beam 2.78+ checks the side arguments' types against the hints here: on by default.
+        assert pipeline.options.view_as(TypeOptions).pipeline_type_check
         _ = pipeline | "ci" >> ci_mod.beam_examples(
             "train",
             str(CHART_INFO_DUMMY / "synthetic_2019"),
@@ -215,6 +219,17 @@ def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
         )
         assert proc.returncode == 0, proc.stderr.decode()[-2000:]
         assert proc.stdout.decode().strip() == "ok"
+
+
+def test_beam_checks_the_messages_path_hint_when_the_pipeline_is_built(tmp_path):
+    """The skip-messages path is typed `str | os.PathLike`: Beam (2.78+) accepts the builder's
+    epath, pathlib's path and a string, and refuses anything else before running."""
+    root = str(CHART_INFO_DUMMY / "synthetic_2019")
+    good = [tmp_path / "a.json", chart_info.epath.Path(tmp_path / "b.json"), str(tmp_path / "c")]
+    for path in good:
+        _ = beam.Pipeline() | chart_info.beam_examples("train", root, [("7", "a", "b")], True, path)
+    with pytest.raises(TypeCheckError, match="write_json"):
+        _ = beam.Pipeline() | chart_info.beam_examples("train", root, [("7", "a", "b")], True, 42)
 
 
 # ---------------------------------------------------------------------------------------------
