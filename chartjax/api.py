@@ -5,13 +5,14 @@
     tables = model.predict(["a.png", "b.png"])  # DePlot: one pandas DataFrame per chart
     answer = chartjax.load("matcha_chartqa", task="chartqa").predict({"image": img, "question": q})
 
-A model predicts as `chartjax-infer` does, through its own parts: the checkpoint is located and
-loaded by chartjax/interop/formats.py, examples are featurized and decoded (or classified) by
-chartjax/infer.py's engines with the task's prompts (chartjax/tasks/catalog.py), one jitted step
-over every local device. So `predict_rows` gives the rows of predictions.jsonl (without its
-files), and `predict` each row's value after the task's post-processing: DePlot's table as a
-pandas DataFrame (its title in `.attrs["title"]`; without pandas the `{"title", "header", "rows"}`
-of the row), a classifier's `{"label", "scores"}`, else the text.
+A model predicts as `chartjax-infer` does, through the same public engine
+(chartjax/inference/engine.py): the checkpoint located, loaded and featurized there, with the
+task's prompts (chartjax/tasks/catalog.py) and the checkpoint's own settings (its run's
+config.gin, an HF export's preprocessor_config.json) unless others are given. So `predict_rows`
+gives the rows of predictions.jsonl (without its files), and `predict` each row's value after the
+task's post-processing: DePlot's table as a pandas DataFrame (its title in `.attrs["title"]`;
+without pandas the `{"title", "header", "rows"}` of the row), a classifier's `{"label",
+"scores"}`, else the text.
 
 Inputs: an image (a file path, PNG/JPEG bytes, a PIL image or a uint8 array) or a text, or a dict
 of fields (`"image"` plus those the prompt template names, e.g. `{"image": ..., "question": ...}`
@@ -20,27 +21,14 @@ for ChartQA; an optional `"id"`); a list of them gives a list of outputs.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import io
 import os
-import types
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-# The image task a train run's task implies (its records render this task's prompt).
-_RUN_TASKS = {"deplot": "deplot", "chartcheck": "chartcheck"}
-# What chartjax-infer's flags default to (chartjax/tools/infer.py), for the engines' settings.
-_DEFAULTS = dict(
-    max_decode_len=128,
-    beam_size=1,
-    alpha=0.6,
-    header_font_size=36,
-    font_path=None,
-    max_patches=2048,
-    max_input_len=512,
-)
+from chartjax.inference.settings import DEFAULTS, Settings
 
 
 def load(
@@ -62,79 +50,43 @@ def load(
     dtype: "float32", "bfloat16", or "auto" (bfloat16 on GPU/TPU, float32 on CPU).
     Errors (a missing file, a task the model cannot run) are ValueError / OSError naming it.
     """
-    import jax
+    from chartjax.inference.engine import Engine
 
-    from chartjax import infer
-    from chartjax.infer_inputs import InputError
-    from chartjax.interop import formats
-    from chartjax.tasks import catalog
-
-    loc = formats.locate(os.path.expanduser(str(path)), format)
-    if dtype == "auto":
-        dtype = "bfloat16" if jax.default_backend() in ("gpu", "tpu") else "float32"
-    cfg = formats.read_config(loc, dtype=dtype)
-    run = formats.run_inputs(loc)
-    spec = catalog.inference(task or _default_task(cfg, run, loc.path))
-    infer.check_family(cfg, spec, loc.path)
-    vocab = os.path.expanduser(vocab) if vocab is not None else None
-    if vocab is not None and not os.path.exists(vocab):
-        raise InputError(f"vocabulary file not found: {vocab}")
-    vocab = vocab or formats.vocabulary(loc)
-    if vocab is None:
-        raise InputError(f"{loc.path} carries no tokenizer files: give vocab=")
-    defaults = dict(_DEFAULTS)
-    if isinstance(run.get("max_patches"), int):  # as the run was trained
-        defaults["max_patches"] = run["max_patches"]
-    return Model(
-        loc=loc,
-        config=cfg,
-        spec=spec,
-        vocab=vocab,
-        labels=formats.read_labels(loc),
-        allow_unused_ids=infer._allows_unused_ids(loc),  # chartjax-infer's own rule
-        defaults=defaults,
-        model=formats.load(loc, cfg),
+    engine = Engine.from_checkpoint(
+        path, task=task, format=format, vocab=vocab, settings=Settings(dtype=dtype)
     )
+    engine.place()  # loaded now: a damaged checkpoint fails here, not at the first predict
+    return Model(engine)
 
 
-def _default_task(cfg, run: dict, where: str) -> str:
-    from chartjax import infer
-    from chartjax.infer_inputs import InputError
-
-    kind = infer.model_kind(cfg)
-    if kind != "image":
-        return "classify" if kind == "labels" else "text"
-    task = run.get("task")
-    if task in _RUN_TASKS or (task == "chart_info" and run.get("is_vqa")):
-        return _RUN_TASKS.get(task, "deplot")  # CHART-Info 6b writes DePlot tables
-    raise InputError(
-        f"{where} holds an image model whose task is not recorded: give task= (deplot, "
-        "chartqa, chartcheck, caption or summary)"
-    )
-
-
-@dataclasses.dataclass(eq=False)
 class Model:
     """A loaded checkpoint with its task (see the module docstring); build it with `load`."""
 
-    loc: object
-    config: object
-    spec: object
-    vocab: str
-    labels: tuple[str, ...] | None
-    allow_unused_ids: bool
-    defaults: dict
-    model: object
-    _engines: dict = dataclasses.field(default_factory=dict, repr=False)
+    def __init__(self, engine):
+        self.engine = engine
+        self._engines = {(): engine}
 
     @property
     def task(self) -> str:
-        return self.spec.name
+        return self.engine.spec.name
+
+    @property
+    def spec(self):
+        return self.engine.spec
+
+    @property
+    def config(self):
+        return self.engine.config
+
+    @property
+    def settings(self) -> dict:
+        """The featurization and decoding settings `predict` uses by default."""
+        return dict(self.engine.settings.values)
 
     def __repr__(self) -> str:
         return (
             f"chartjax.Model(task={self.task!r}, family={type(self.config).__name__}, "
-            f"path={self.loc.path!r})"
+            f"path={self.engine.loc.path!r})"
         )
 
     def predict(self, inputs, **options):
@@ -162,84 +114,38 @@ class Model:
         header / template / pair_template / table_field: chartjax-infer's prompt flags (a
         literal prompt; a format string over a dict input's fields or a named prompt).
         settings: max_decode_len, beam_size, alpha, max_patches, header_font_size, font_path,
-        max_input_len, as chartjax-infer's flags (max_patches defaults to the run's)."""
-        from chartjax import infer_inputs
+        max_input_len, as chartjax-infer's flags (default: the checkpoint's own)."""
+        from chartjax.inference import inputs as inputs_lib
         from chartjax.tasks import catalog
 
-        unknown = set(settings) - set(_DEFAULTS)
+        known = sorted(set(DEFAULTS) - {"dtype"})
+        unknown = set(settings) - set(known)
         if unknown:
-            raise TypeError(
-                f"unknown predict settings {sorted(unknown)}; known: {sorted(_DEFAULTS)}"
-            )
+            raise TypeError(f"unknown predict settings {sorted(unknown)}; known: {known}")
         templates = catalog.templates()
         if header is None:
             if template is None and self.spec.default_template is None:
                 template = "{text}"  # a text input is the prompt itself
-            template = infer_inputs.resolve_template(self.spec, template, templates)
-        extra = infer_inputs.Extra(
+            template = inputs_lib.resolve_template(self.spec, template, templates)
+        extra = inputs_lib.Extra(
             pair_template=templates.get(pair_template, pair_template),
             table_field=table_field,
         )
-        examples = [
-            _example(x, i, self.spec, header, template, extra)
-            for i, x in enumerate(inputs if _is_batch(inputs) else [inputs])
-        ]
-        engine = self._engine({**self.defaults, **settings})
-        results = []
-        for k in range(0, len(examples), batch_size):
-            results += self._run(engine, examples[k : k + batch_size], batch_size)
+        batch = inputs if _is_batch(inputs) else [inputs]
+        examples = [_example(x, i, self.spec, header, template, extra) for i, x in enumerate(batch)]
+        results = self._engine(settings).predict(examples, batch_size)
         return [_row(self.spec, ex, *result) for ex, result in zip(examples, results)]
 
     def _engine(self, settings: dict):
-        """chartjax-infer's engine for these settings (its flags), one per settings."""
-        from chartjax import infer
-
+        """The engine with these settings over the checkpoint's own (one per settings, the
+        loaded model shared); an override of the checkpoint's own value warns once."""
         key = tuple(sorted(settings.items()))
         if key not in self._engines:
-            args = types.SimpleNamespace(**settings)
-            if self.spec.output == "labels":
-                engine = infer.classifier_engine(args, self.config, self.vocab, self.labels)
-            else:
-                engine = infer.decoder_engine(
-                    args, self.config, self.spec, self.vocab, allow_unused_ids=self.allow_unused_ids
-                )
+            engine = self.engine.with_settings(Settings.of(settings))
+            for note in engine.settings.notes:
+                warnings.warn(note.removeprefix("--"), stacklevel=3)
             self._engines[key] = engine
         return self._engines[key]
-
-    @functools.cached_property
-    def _device(self):
-        """(mesh, rules, graphdef, replicated state): chartjax-infer's data-parallel layout."""
-        from flax import nnx
-
-        from chartjax import infer
-        from chartjax import mesh as mesh_lib
-
-        mesh = mesh_lib.make_mesh((-1, 1))
-        graphdef, state = nnx.split(self.model)
-        state = infer._replicated(state, mesh)  # on every device, as chartjax-infer places it
-        return mesh, mesh_lib.axis_rules("data_parallel"), graphdef, state
-
-    def _run(self, engine, examples: list, batch_size: int) -> list:
-        """The engine's outputs for `examples` (at most one batch), padded to a whole batch of
-        a multiple of the device count, as chartjax-infer pads its last one."""
-        from chartjax import infer
-        from chartjax import mesh as mesh_lib
-        from chartjax.data import pipeline
-
-        mesh, rules, graphdef, state = self._device
-        size = -(-batch_size // mesh.devices.size) * mesh.devices.size
-        feats = [engine.featurize(ex) for ex in examples]
-        pad = size - len(feats)
-        batch = {
-            key: np.stack([f[key] for f, _ in feats] + [feats[0][0][key]] * pad)
-            for key in feats[0][0]
-        }
-        batch["_mask"] = np.array([True] * len(feats) + [False] * pad)
-        batch["_cut"] = np.array([cut for _, cut in feats] + [False] * pad)
-        step = infer._step_fn(engine.forward, mesh)  # chartjax-infer's step, compiled once
-        with mesh_lib.activate(mesh, rules):
-            out, _, _ = step(graphdef, state, pipeline.to_global(batch, mesh, rules))
-        return engine.outputs(examples, np.asarray(out)[: len(examples)])
 
 
 def _is_batch(inputs) -> bool:
@@ -262,7 +168,7 @@ def _image_bytes(image) -> bytes:
 def _example(x, i: int, spec, header, template: str, extra):
     """Input `x` (the i-th) as chartjax-infer's Example, its prompt as `--images` / `--inputs`
     rows would give it."""
-    from chartjax import infer_inputs
+    from chartjax.inference import inputs as infer_inputs
 
     where = f"input {i}"
     fields = dict(x) if isinstance(x, dict) else {}
@@ -304,7 +210,7 @@ def _example(x, i: int, spec, header, template: str, extra):
 
 
 def _row(spec, ex, prediction, extra: dict) -> dict:
-    """chartjax-infer's row (chartjax/infer.py make_row), with DePlot's parsed `table` but no
+    """chartjax-infer's row (chartjax/inference/engine.py make_row), with DePlot's parsed `table` but no
     files."""
     from chartjax.data import tables
     from chartjax.tasks import seq2seq

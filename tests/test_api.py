@@ -124,7 +124,7 @@ def test_text_predictions_equal_chartjax_infer(ckpts, vocab_file, tmp_path, caps
 def test_errors_name_what_is_missing(ckpts, vocab_file):
     with pytest.raises(ValueError, match="give task="):
         chartjax.load(ckpts["t5x"], vocab=vocab_file)
-    with pytest.raises(ValueError, match="carries no tokenizer files: give vocab="):
+    with pytest.raises(ValueError, match="carries no tokenizer files.*: give vocab="):
         chartjax.load(ckpts["t5x"], task="deplot")
     with pytest.raises(ValueError, match="needs a T5 / Flan-T5 or BART"):
         chartjax.load(ckpts["t5x"], task="text", vocab=vocab_file)
@@ -160,4 +160,48 @@ def test_classifier_predictions_equal_chartjax_infer(tmp_path, capsys):
     assert model.predict_rows(rows, **options) == want
     assert model.predict(rows, **options) == [
         {"label": w["prediction"], "scores": w["scores"]} for w in want
+    ]
+
+
+def test_one_model_gives_one_answer_with_the_checkpoints_own_settings(
+    ckpts, deplot_run, vocab_file, images, tmp_path, capsys
+):
+    """chartjax-infer and chartjax.load take a run's max_patches (64) and max_decode_len (16)
+    from its config.gin, and an HF export's max_patches from its preprocessor_config.json; a
+    flag that overrides one says so (issue 44 item 17)."""
+    from chartjax.tools import infer as infer_cli
+
+    run = tmp_path / "run"
+    shutil.copytree(deplot_run, run)
+    with open(run / "config.gin", "a") as f:
+        f.write("\nFeatures.max_patches = 64\nDecoding.max_decode_len = 16\n")
+    deplot_run = str(run)
+    common = ["--images", images, "--batch_size", "2", "--dtype", "float32"]
+    summary = run_infer(capsys, "--task", "deplot", "--checkpoint", deplot_run, "--out",
+                        tmp_path / "a", *common)  # fmt: skip
+    assert (summary["settings"]["max_patches"], summary["settings"]["max_decode_len"]) == (64, 16)
+    model = chartjax.load(deplot_run, dtype="float32")
+    assert (model.settings["max_patches"], model.settings["max_decode_len"]) == (64, 16)
+    paths = [os.path.join(images, IMAGE_FILES[i]) for i in IMAGE_IDS]
+    got = [r["prediction"] for r in model.predict_rows(paths, batch_size=2)]
+    assert got == [r["prediction"] for r in rows_of(tmp_path / "a")]
+
+    argv = ["--task", "deplot", "--checkpoint", deplot_run, "--out", tmp_path / "b", *common,
+            "--max_patches", "32"]  # fmt: skip
+    infer_cli.main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert "chartjax-infer: --max_patches 32 overrides 64 from its run's config.gin" in err
+    with pytest.warns(UserWarning, match="max_decode_len 8 overrides 16 from its run's"):
+        model.predict_rows(paths[:1], max_decode_len=8)
+
+    export = tmp_path / "export"
+    shutil.copytree(ckpts["hf"], export)
+    (export / "preprocessor_config.json").write_text(json.dumps({"max_patches": 32}))
+    summary = run_infer(capsys, "--task", "deplot", "--checkpoint", export, "--vocab", vocab_file,
+                        "--out", tmp_path / "c", *common)  # fmt: skip
+    assert summary["settings"]["max_patches"] == 32
+    hf_model = chartjax.load(export, task="deplot", vocab=vocab_file, dtype="float32")
+    assert hf_model.settings["max_patches"] == 32
+    assert [r["prediction"] for r in hf_model.predict_rows(paths, batch_size=2)] == [
+        r["prediction"] for r in rows_of(tmp_path / "c")
     ]

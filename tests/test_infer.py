@@ -18,11 +18,12 @@ import pytest
 from flax import nnx
 from PIL import Image
 
-from chartjax import infer, infer_output
 from chartjax.data import patches, render, tables
 from chartjax.data.images import decode_image_bytes
 from chartjax.data.tables import DEPLOT_PROMPT
 from chartjax.data.vocab import Vocabulary
+from chartjax.inference import engine as infer
+from chartjax.inference import output as infer_output
 from chartjax.models import decoding, tiny
 from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
@@ -316,7 +317,7 @@ def test_overwrite_leaves_no_stale_table(ckpts, vocab_file, images, tmp_path, ca
 
 
 def test_tfds_spec_and_image_listing(images):
-    from chartjax.infer_inputs import InputError, image_files, parse_tfds_spec
+    from chartjax.inference.inputs import InputError, image_files, parse_tfds_spec
 
     assert parse_tfds_spec("chartcheck:test_two") == ("chartcheck", "test_two")
     assert parse_tfds_spec("chart_to_text/pew:test[:10]") == ("chart_to_text/pew", "test[:10]")
@@ -329,7 +330,7 @@ def test_tfds_spec_and_image_listing(images):
 
 
 def infer_inputs_example(id_):
-    from chartjax.infer_inputs import Example
+    from chartjax.inference.inputs import Example
 
     return Example(id=id_, prompt=DEPLOT_PROMPT, source="x")
 

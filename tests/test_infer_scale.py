@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from chartjax import infer_output
+from chartjax.inference import output as infer_output
 from chartjax.interop import hf
 from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import tiny

@@ -142,12 +142,12 @@ def test_infer_refuses_a_vocabulary_that_is_not_the_checkpoints(small_vocab, tmp
 
 def test_infer_takes_the_runs_own_allowance(tmp_path):
     """A run trained with the binding is inferred with it: read from its config.gin."""
-    from chartjax import infer
+    from chartjax.inference import engine
     from chartjax.interop import formats
 
     run = tmp_path / "run"
     (run / "checkpoints" / "3" / "state").mkdir(parents=True)
     (run / "config.gin").write_text("vocabulary_check.allow_unused_ids = False\n")
-    assert not infer._allows_unused_ids(formats.locate(str(run)))
+    assert not engine.allows_unused_ids(formats.locate(str(run)))
     (run / "config.gin").write_text("vocabulary_check.allow_unused_ids = True\n")
-    assert infer._allows_unused_ids(formats.locate(str(run)))
+    assert engine.allows_unused_ids(formats.locate(str(run)))

@@ -43,7 +43,12 @@ process runs the same command, featurizes its slice of each global batch, and pr
 every row into --out (the other processes need no access to it).
 
 The model's family and size are read from the checkpoint (config.json for HF: T5, Pix2Struct,
-BART with `--task text`, DeBERTa / TAPAS with `--task classify`); no gin file is needed.
+BART with `--task text`, DeBERTa / TAPAS with `--task classify`); no gin file is needed. The
+model settings (--max_patches, --max_input_len, --header_font_size, --font_path,
+--max_decode_len, --beam_size, --alpha) default to the checkpoint's own: a train run's
+config.gin, an HF export's preprocessor_config.json (`max_patches`), as `chartjax.load` takes
+them; a flag that overrides one says so on stderr. The engine is chartjax/inference/engine.py;
+this file only turns flags into its typed settings (chartjax/inference/settings.py).
 
 Errors stop the run with a message naming the file: an unreadable image or an input a
 classifier cannot encode (unless `--skip_bad`, which reports each skipped input on stderr and
@@ -57,11 +62,12 @@ import argparse
 import json
 import sys
 
-from chartjax import host_memory, infer, quiet
-from chartjax.infer_inputs import InputError
+from chartjax import host_memory, quiet
+from chartjax.inference import settings as settings_lib
+from chartjax.inference.inputs import InputError
 from chartjax.tasks import catalog
 
-DEFAULT_FONT_SIZE = 36
+DEFAULTS = settings_lib.DEFAULTS
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -150,32 +156,34 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="fsync predictions.jsonl and record progress every N inputs (whole batches)",
     )
     p.add_argument("--batch_size", type=int, default=8, help="inputs per step, over all devices")
+    own = "default: the checkpoint's own (its run's config.gin, an HF export's processor), else"
     p.add_argument(
-        "--max_decode_len", type=int, default=128, help="generated tokens at most, per input"
+        "--max_decode_len",
+        type=int,
+        help=f"generated tokens at most, per input ({own} {DEFAULTS['max_decode_len']})",
     )
-    p.add_argument("--beam_size", type=int, default=1, help="1 = greedy decoding")
-    p.add_argument("--alpha", type=float, default=0.6, help="beam search length penalty")
+    p.add_argument("--beam_size", type=int, help=f"1 = greedy decoding ({own} 1)")
+    p.add_argument("--alpha", type=float, help=f"beam search length penalty ({own} 0.6)")
     p.add_argument(
         "--header_font_size",
         type=int,
-        default=DEFAULT_FONT_SIZE,
         help="36 as current pix2struct and HF; the released fine-tunes were most "
-        "likely trained with 12 (docs/models.md §1.5)",
+        f"likely trained with 12 (docs/models.md §1.5) ({own} 36)",
     )
     p.add_argument(
         "--font_path",
         help="TrueType font for headers (the originals used Arial; default DejaVu Sans)",
     )
     p.add_argument(
-        "--max_patches", type=int, default=2048, help="Pix2Struct image patches per chart"
+        "--max_patches", type=int, help=f"Pix2Struct image patches per chart ({own} 2048)"
     )
     p.add_argument(
-        "--max_input_len", type=int, default=512, help="input tokens of text and classify tasks"
+        "--max_input_len", type=int, help=f"input tokens of text and classify tasks ({own} 512)"
     )
     p.add_argument(
         "--dtype",
         default="auto",
-        choices=["auto", "float32", "bfloat16"],
+        choices=list(settings_lib.DTYPES),
         help="activation dtype; auto = bfloat16 on GPU/TPU, float32 on CPU",
     )
     p.add_argument(
@@ -194,17 +202,63 @@ def parse_args(argv=None) -> argparse.Namespace:
         "max_input_len",
         "header_font_size",
     ):
-        if getattr(a, name) < 1:
+        if getattr(a, name) is not None and getattr(a, name) < 1:
             p.error(f"--{name} must be >= 1")
     return a
+
+
+def typed(args: argparse.Namespace):
+    """The flags as the engine's settings objects (chartjax/inference/settings.py)."""
+    s = settings_lib
+    model = s.Settings.of({k: getattr(args, k) for k in s.DEFAULTS})
+    prompt = s.Prompt(
+        args.header, args.template, args.pair_template, args.table_field, args.target_field
+    )
+    inputs = s.Inputs(
+        tuple(args.images) if args.images else None, args.inputs, args.tfds, args.data_dir
+    )
+    job = s.Job(
+        args.out,
+        args.overwrite,
+        args.resume,
+        args.shard,
+        args.batch_size,
+        args.flush_every,
+        args.skip_bad,
+    )
+    return model, prompt, inputs, job
+
+
+def run(args: argparse.Namespace) -> dict | None:
+    from chartjax.inference import job as job_lib
+    from chartjax.inference.engine import Engine
+
+    model, prompt, inputs, job = typed(args)
+
+    def make_engine():
+        return Engine.from_checkpoint(
+            args.checkpoint, task=args.task, format=args.format, vocab=args.vocab, settings=model
+        )
+
+    output_dirs = {d for spec in catalog.INFERENCE.values() for d in spec.output_dirs}
+    return job_lib.run(
+        catalog.inference(args.task),
+        make_engine,
+        {"format": args.format, "vocab": args.vocab},
+        inputs,
+        prompt,
+        job,
+        catalog.templates(),
+        output_dirs,
+        say_note=lambda note: print(f"chartjax-infer: {note}", file=sys.stderr, flush=True),
+    )
 
 
 def main(argv=None) -> None:
     args = parse_args(quiet.setup(argv))  # before anything imports TensorFlow
     host_memory.keep_freed_memory()
     try:
-        output_dirs = {d for spec in catalog.INFERENCE.values() for d in spec.output_dirs}
-        summary = infer.run(args, catalog.inference(args.task), catalog.templates(), output_dirs)
+        summary = run(args)
     except (InputError, OSError, ValueError) as e:  # OSError: a write that failed (disk full)
         print(f"chartjax-infer: {e}", file=sys.stderr)
         raise SystemExit(1) from None

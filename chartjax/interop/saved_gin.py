@@ -179,7 +179,16 @@ def hf_source(gin_file: str) -> str | None:
 
 # The bindings of the input side a run saved: which vocabulary it tokenized with and how its
 # images became patches, so an export can carry them (chartjax/interop/tokenizer_export.py).
-_FEATURE_FIELDS = ("vocab_file", "modality", "max_patches", "patch_size", "max_input_len")
+_FEATURE_FIELDS = (
+    "vocab_file",
+    "modality",
+    "max_patches",
+    "patch_size",
+    "max_input_len",
+    "header_font_size",
+    "font_path",
+)
+_DECODING_FIELDS = ("max_decode_len", "beam_size", "alpha")
 # The train tasks whose image records carry a prompt rendered above the chart (HF `is_vqa`):
 # DePlot's and ChartCheck's MatCha prompts; CHART-Info only in its DePlot-style task 6b.
 _VQA_TASKS = {"deplot": None, "chartcheck": None, "chart_info": ("mode", "task6b")}
@@ -188,7 +197,8 @@ _VQA_TASKS = {"deplot": None, "chartcheck": None, "chart_info": ("mode", "task6b
 def input_settings(gin_file: str) -> dict:
     """What the saved `gin_file` says about the run's inputs, with macros resolved:
     `vocab_file` (`Features.vocab_file`, or a classifier's `ClassifierFeatures.tokenizer`),
-    `modality`, `max_patches`, `patch_size`, `max_input_len` (those bound), `task`
+    `modality`, `max_patches`, `patch_size`, `max_input_len`, `header_font_size`, `font_path`
+    and `Decoding`'s `max_decode_len`, `beam_size`, `alpha` (those bound), `task`
     (`train.task`) and `is_vqa` (whether its image prompts are rendered as a header; absent
     when the task does not say)."""
     with open(gin_file) as f:
@@ -209,6 +219,8 @@ def input_settings(gin_file: str) -> dict:
 
     features = plain("Features")
     out = {k: features[k] for k in _FEATURE_FIELDS if k in features}
+    decoding = plain("Decoding")
+    out.update({k: decoding[k] for k in _DECODING_FIELDS if k in decoding})
     tokenizer = plain("ClassifierFeatures").get("tokenizer")
     if "vocab_file" not in out and isinstance(tokenizer, str):
         out["vocab_file"] = tokenizer

@@ -92,6 +92,19 @@ def inference(name: str) -> InferenceSpec:
     return INFERENCE[name]
 
 
+# The image inference task a train run's task implies (its records render this task's prompt).
+_RUN_TASKS = {"deplot": "deplot", "chartcheck": "chartcheck"}
+
+
+def inference_of_run(run: dict) -> str | None:
+    """The inference task of an image model's train run (`saved_gin.input_settings`), if its
+    records imply one: DePlot, ChartCheck, CHART-Info task 6b (DePlot tables)."""
+    task = run.get("task")
+    if task == "chart_info" and run.get("is_vqa"):
+        return "deplot"
+    return _RUN_TASKS.get(task)
+
+
 def templates() -> dict[str, str]:
     """Every task's named prompts (`chartjax-infer --template NAME`), e.g. a ChartCheck
     Flan-T5 prompt for `--task text`."""

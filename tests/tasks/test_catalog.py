@@ -15,8 +15,11 @@ BENCHMARK_NAMES = re.compile(
 GENERIC = (
     "chartjax/train.py",
     "chartjax/evaluate.py",
-    "chartjax/infer.py",
-    "chartjax/infer_inputs.py",
+    "chartjax/inference/engine.py",
+    "chartjax/inference/features.py",
+    "chartjax/inference/inputs.py",
+    "chartjax/inference/job.py",
+    "chartjax/inference/settings.py",
     "chartjax/data/pipeline.py",
     "chartjax/data/sources.py",
     "tools/score.py",

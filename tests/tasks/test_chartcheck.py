@@ -588,13 +588,16 @@ def test_the_tables_command_renders_no_header_prompt(recipe, data_dir, tmp_path)
     alone. The command the recipe prescribes must do the same."""
     import numpy as np
 
-    from chartjax import infer_inputs
+    from chartjax.inference import inputs as infer_inputs
     from chartjax.tasks import catalog, seq2seq
     from chartjax.tools import infer as infer_cli
 
     args = infer_cli.parse_args([*tables_command(recipe), "--data_dir", data_dir])
     assert (args.task, args.max_decode_len, args.tfds) == ("deplot", 512, "chartcheck:test_one")
-    examples = infer_inputs.open_inputs(args, catalog.inference("deplot"), catalog.templates())
+    _, prompt, inputs, _ = infer_cli.typed(args)
+    examples = infer_inputs.open_inputs(
+        inputs, prompt, catalog.inference("deplot"), catalog.templates()
+    )
     assert len(examples) == SPLIT_SIZES["test_one"]
     assert {ex.prompt for ex in examples} == {""}
     image = np.zeros((4, 6, 3), np.uint8)
@@ -605,7 +608,10 @@ def test_the_tables_command_renders_no_header_prompt(recipe, data_dir, tmp_path)
     # Without --header the task's own prompt would be rendered above the chart.
     default = infer_cli.parse_args(["--task", "deplot", "--checkpoint", "x", "--out", "o",
                                     "--tfds", "chartcheck:test_one", "--data_dir", data_dir])  # fmt: skip
-    prompted = infer_inputs.open_inputs(default, catalog.inference("deplot"), catalog.templates())
+    _, prompt, inputs, _ = infer_cli.typed(default)
+    prompted = infer_inputs.open_inputs(
+        inputs, prompt, catalog.inference("deplot"), catalog.templates()
+    )
     assert prompted[0].prompt.startswith("Generate underlying data table")
 
 

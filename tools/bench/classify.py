@@ -5,7 +5,7 @@
 
 A random DeBERTa-v3-style (or TAPAS) classifier of the given size is written as a HF checkpoint
 with its own tokenizer files (chartjax/interop/tiny_hf.py); `--examples` claim/table rows go to a
-JSONL file. Side A is `chartjax-infer --task classify` in this process (chartjax.infer.run with the
+JSONL file. Side A is `chartjax-infer --task classify` in this process (chartjax.tools.infer.run with the
 CLI's parsed flags: checkpoint and tokenizer loading, featurization, batched jitted forward,
 predictions.jsonl), side B the same job in HF PyTorch (`from_pretrained`, the same HF tokenizer
 per row, `model(**batch)` under `torch.no_grad()` per batch of `--batch` rows padded to
@@ -123,9 +123,7 @@ def main(argv=None) -> dict:
 
     import torch
 
-    from chartjax import infer
     from chartjax.interop import tiny_hf
-    from chartjax.tasks import catalog
     from chartjax.tools import infer as infer_cli
 
     torch.set_num_threads(a.threads)
@@ -150,11 +148,10 @@ def main(argv=None) -> dict:
         *extra, "--max_input_len", str(a.seq_len), "--batch_size", str(a.batch),
         "--dtype", "float32", "--out", os.path.join(work, "chartjax"), "--overwrite",
     ]  # fmt: skip
-    spec, templates = catalog.inference("classify"), catalog.templates()
     summaries = []
 
     def chartjax_side():
-        summaries.append(infer.run(infer_cli.parse_args(flags), spec, templates))
+        summaries.append(infer_cli.run(infer_cli.parse_args(flags)))
 
     hf_run, hf_last = hf_side(
         a.family, ckpt, data, a.batch, a.seq_len, os.path.join(work, "hf.jsonl")

@@ -55,11 +55,16 @@ def resolve_template(spec: InferenceSpec, template: str | None, templates: dict)
             f"--task {spec.name} needs --template (a format string over the input fields, "
             f"or one of: {', '.join(sorted(templates))})"
         )
-    t = templates.get(t, t)
+    return _checked(t, templates, "--template")
+
+
+def _checked(template: str, templates: dict, flag: str) -> str:
+    """A named prompt's text, or `template` itself, once it parses as a format string."""
+    t = templates.get(template, template)
     try:
         template_fields(t)
     except ValueError as e:
-        raise InputError(f"--template {template!r}: not a valid format string ({e})") from None
+        raise InputError(f"{flag} {template!r}: not a valid format string ({e})") from None
     return t
 
 
@@ -343,40 +348,30 @@ def from_tfds(
     return Lazy(len(records), make)
 
 
-def open_inputs(args, spec: InferenceSpec, templates: dict) -> Sequence[Example]:
-    """The examples of the parsed `chartjax-infer` flags, in order."""
-    given = [n for n in ("images", "inputs", "tfds") if getattr(args, n)]
-    if len(given) != 1:
-        raise InputError("give exactly one input: --images, --inputs or --tfds")
-    template = resolve_template(spec, args.template, templates) if args.header is None else ""
-    if spec.modality == "text" and args.images:
+def open_inputs(inputs, prompt, spec: InferenceSpec, templates: dict) -> Sequence[Example]:
+    """The examples of `inputs` (settings.Inputs) asked `prompt` (settings.Prompt), in order."""
+    template = resolve_template(spec, prompt.template, templates) if prompt.header is None else ""
+    if spec.modality == "text" and inputs.images:
         raise InputError(f"--task {spec.name} reads text fields: use --inputs JSONL or --tfds")
     extra = Extra(
-        pair_template=_pair_template(getattr(args, "pair_template", None), templates),
-        table_field=getattr(args, "table_field", None),
+        pair_template=_pair_template(prompt.pair_template, templates),
+        table_field=prompt.table_field,
     )
     if (extra.pair_template or extra.table_field) and spec.output != "labels":
         raise InputError(
             f"--pair_template / --table_field are for --task classify, not {spec.name}"
         )
-    if args.images:
-        return from_images(args.images, spec, template, args.header)
-    if args.inputs:
-        return from_jsonl(args.inputs, spec, template, args.header, args.target_field, extra)
+    if inputs.images:
+        return from_images(list(inputs.images), spec, template, prompt.header)
+    if inputs.jsonl:
+        return from_jsonl(inputs.jsonl, spec, template, prompt.header, prompt.target_field, extra)
     return from_tfds(
-        args.tfds, args.data_dir, spec, template, args.header, args.target_field, extra
+        inputs.tfds, inputs.data_dir, spec, template, prompt.header, prompt.target_field, extra
     )
 
 
 def _pair_template(template: str | None, templates: dict) -> str | None:
-    if template is None:
-        return None
-    t = templates.get(template, template)
-    try:
-        template_fields(t)
-    except ValueError as e:
-        raise InputError(f"--pair_template {template!r}: not a valid format string ({e})") from None
-    return t
+    return None if template is None else _checked(template, templates, "--pair_template")
 
 
 def read_image_bytes(ex: Example) -> bytes:

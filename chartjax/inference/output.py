@@ -17,7 +17,7 @@ import os
 import shutil
 
 from chartjax import output_place
-from chartjax.infer_inputs import InputError
+from chartjax.inference.inputs import InputError
 
 PREDICTIONS = "predictions.jsonl"
 PROGRESS = "infer_progress.json"

@@ -1,0 +1,161 @@
+"""Examples -> model features, and model outputs -> predictions: one `Featurizer` per kind of
+model (decoders: chartjax/tasks/seq2seq.py's header rendering, Pix2Struct patches and
+SentencePiece / BART BPE, so a model sees what it was trained on; encoder classifiers: the
+DeBERTa / TAPAS tokenizers of chartjax/tasks/text_classification.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from chartjax.inference import inputs as inputs_lib
+from chartjax.inference.inputs import Example, InputError
+from chartjax.inference.settings import Resolved
+from chartjax.tasks.task import InferenceSpec
+
+
+class BadExample(InputError):
+    """One input cannot be used (skippable with --skip_bad)."""
+
+
+class BadImage(BadExample):
+    """One input image cannot be used (skippable with --skip_bad)."""
+
+
+@dataclasses.dataclass
+class Featurizer:
+    """What one kind of model needs: featurize an example, run a batch, read predictions.
+
+    featurize(ex) -> (features {name: array}, truncated?); may raise BadExample.
+    forward: what the device step runs on a batch, a hashable key of `_forward` (so a model
+      structure and batch shape compile once per process, however many runs).
+    outputs(exs, host array) -> per example (prediction, extra row fields).
+    """
+
+    featurize: Callable[[Example], tuple[dict, bool]]
+    forward: tuple
+    outputs: Callable[[list[Example], np.ndarray], list[tuple[object, dict]]]
+
+
+# ------------------------------------------------------------------------ features ----------
+
+
+def featurize(ex: Example, features, vocab) -> tuple[np.ndarray, bool]:
+    """Model input of one example (+ whether a text input was truncated)."""
+    from chartjax.tasks import seq2seq
+
+    if features.modality == "text":
+        n = len(vocab.encode(ex.prompt, add_eos=True))
+        ids = vocab.encode_batch([ex.prompt], max_len=features.max_input_len, add_eos=True)[0]
+        return ids, n > features.max_input_len
+    from PIL import Image
+
+    from chartjax.data.images import decode_image_bytes
+
+    try:
+        image = decode_image_bytes(inputs_lib.read_image_bytes(ex))
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        raise BadImage(f"{ex.source}: cannot read image ({type(e).__name__}: {e})") from None
+    rendered = seq2seq.image_with_header(image, ex.prompt, features)
+    try:
+        out = seq2seq.image_features(rendered, features)
+    except ValueError as e:  # extreme aspect ratio: row/col ids too large
+        raise BadImage(f"{ex.source}: {e}") from None
+    return out, False
+
+
+def featurized_slots(featurize, exs: list) -> dict:
+    """The features of one batch's slots, stacked (a loader worker runs this): slots without
+    features (past the end, or a bad input) repeat the first good one, `_mask` False; `bad`
+    lists (slot, why) for the caller to skip or raise. Only `bad` when no slot is good."""
+    feats, bad = [], []
+    for i, ex in enumerate(exs):
+        f, cut = None, False
+        if ex is not None:
+            try:
+                f, cut = featurize(ex)
+            except BadExample as e:
+                bad.append((i, str(e)))
+        feats.append((f, cut))
+    first = next((f for f, _ in feats if f is not None), None)
+    if first is None:
+        return {"bad": bad}
+    batch = {key: np.stack([(f or first)[key] for f, _ in feats]) for key in first}
+    batch["_mask"] = np.array([f is not None for f, _ in feats])
+    batch["_cut"] = np.array([f is not None and cut for f, cut in feats])
+    return {**batch, "bad": bad}
+
+
+def decoder_featurizer(
+    cfg, spec: InferenceSpec, vocab_path: str, s: Resolved, *, allow_unused_ids: bool = False
+) -> Featurizer:
+    """`allow_unused_ids`: the run that wrote the checkpoint bound
+    `vocabulary_check.allow_unused_ids = True` (its config.gin)."""
+    from chartjax import config
+    from chartjax.data import vocab as vocab_lib
+    from chartjax.tasks import seq2seq
+
+    vocab = vocab_lib.open_vocabulary(vocab_path)
+    try:  # the check chartjax-train and chartjax-eval make (config.py)
+        config.check_vocabulary(
+            vocab.vocab_size,
+            cfg.vocab_size,
+            vocab=vocab_path,
+            model=f"the checkpoint's {type(cfg).__name__}.vocab_size = {cfg.vocab_size}",
+            allow_unused_ids=allow_unused_ids,
+            remedy="not this checkpoint's vocabulary: give its own with --vocab",
+        )
+    except config.ConfigError as e:
+        raise InputError(str(e)) from None
+    features = seq2seq.Features(
+        modality=spec.modality,
+        vocab_file=vocab_path,
+        max_patches=s.max_patches,
+        patch_size=getattr(cfg, "patch_size", 16),
+        max_position_id=getattr(cfg, "max_position_embeddings", 4096),
+        header_font_size=s.header_font_size,
+        font_path=s.font_path,
+        max_input_len=s.max_input_len,
+    )
+
+    def feats(ex):
+        f, cut = featurize(ex, features, vocab)
+        return {"encoder_input_tokens": f}, cut
+
+    def outputs(exs, tokens):
+        return [(t, {}) for t in vocab.decode_batch(tokens[: len(exs)])]
+
+    return Featurizer(feats, ("decode", s.max_decode_len, s.beam_size, s.alpha), outputs)
+
+
+def classifier_featurizer(cfg, tokenizer_path: str, labels, max_input_len: int) -> Featurizer:
+    from chartjax.data import classifier_inputs
+    from chartjax.tasks import text_classification
+
+    family = text_classification.family_of(cfg)
+    try:
+        tok = classifier_inputs.ClassifierTokenizer(tokenizer_path, family, max_input_len)
+    except FileNotFoundError as e:
+        raise InputError(str(e)) from None
+    if tok.vocab_size > cfg.vocab_size:
+        raise InputError(
+            f"{tokenizer_path}: the tokenizer has {tok.vocab_size} ids but the model's "
+            f"vocabulary has {cfg.vocab_size}: not this checkpoint's tokenizer"
+        )
+    names = text_classification.label_names(labels, cfg.num_labels)
+
+    def feats(ex):
+        try:
+            out = tok(ex.prompt, ex.pair, ex.table)
+        except classifier_inputs.BadInput as e:
+            raise BadExample(f"{ex.source}: {e}") from None
+        # Counted as truncated: an input that fills max_input_len (HF cuts silently).
+        return out, bool(out["attention_mask"].sum() >= max_input_len)
+
+    def outputs(exs, logits):
+        logits = np.asarray(logits, np.float32)[: len(exs)]
+        return [(names[int(np.argmax(row))], {"scores": [float(x) for x in row]}) for row in logits]
+
+    return Featurizer(feats, ("classify",), outputs)
