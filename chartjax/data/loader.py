@@ -37,6 +37,7 @@ import os
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing import shared_memory
 
@@ -149,7 +150,10 @@ def _pool(workers: int):
     pool = _POOLS.get(workers)
     if pool is None:
         pool = concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(os.getpid(),),
         )
         _POOLS[workers] = pool
     return pool
@@ -168,13 +172,30 @@ def _shutdown() -> None:
     _POOLS.clear()
 
 
-def _init_worker() -> None:
+def _init_worker(parent: int) -> None:
     from chartjax import host_memory
     from chartjax.data import resize
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     host_memory.keep_freed_memory()  # spawned: the parent's mallopt does not carry over
     resize.set_threads(1)  # each worker holds a core already: more threads only contend
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+_PARENT_POLL_S = 0.2
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Ends this worker once `parent` is gone (kill -9, the OOM killer: no shutdown ran).
+    Orphaned workers would otherwise live on under pid 1 for good, holding their memory, the
+    parent's stdout pipe (`... | tee log` never returns) and the resource tracker, which unlinks
+    the /dev/shm blocks and semaphores left registered only when its last client has exited.
+
+    A polling thread rather than PR_SET_PDEATHSIG: that signal follows the *thread* that
+    spawned the worker, and the pool may be started from a loader thread that ends first."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_POLL_S)
+    os._exit(0)
 
 
 def _in_workers(fn, chunks: Iterable[list[dict]], workers: int, window: int) -> Iterator[dict]:

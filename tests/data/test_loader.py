@@ -2,7 +2,7 @@
 worker processes, large arrays through shared memory (none left behind), the stream is read a
 bounded window ahead, a worker's error reaches the caller with its message, a worker's large
 array is its shared block mapped here (no copy) and freed with the array, and workers keep freed
-memory as the entry points do."""
+memory as the entry points do, and end with their parent (kill -9) leaving nothing behind."""
 
 import functools
 import os
@@ -156,7 +156,7 @@ def test_workers_keep_freed_memory_as_the_entry_points_do(monkeypatch):
     previous, threads = signal.getsignal(signal.SIGINT), resize.get_threads()
     resize.set_threads(3)
     try:
-        loader._init_worker()
+        loader._init_worker(os.getppid())  # this process's parent lives on: no exit
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert resize.get_threads() == 1
     finally:
@@ -191,3 +191,92 @@ def test_a_closed_thread_stream_ends_its_thread():
     it.close()
     thread.join(10)
     assert not thread.is_alive() and computed == [0, 1, 2, 3]
+
+
+_KILLED_CHILD = """
+import itertools, sys, time
+import numpy as np
+from chartjax.data import loader
+
+def make(chunk):
+    return {"x": np.full((1 << 21,), chunk[0] % 251, np.uint8)}  # 2 MiB: shared memory
+
+if __name__ == "__main__":
+    it = loader.map_ordered(make, ([i] for i in itertools.count()), workers=2, ahead=2)
+    next(it), next(it)
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process, from /proc."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(name)] = (int(fields[1]), fields[0])
+    return out
+
+
+def _shm_all() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "sem.mp-"))}
+
+
+def _held_elsewhere(names: set[str], exclude: set[int]) -> set[str]:
+    """Those of `names` another live process maps or holds open (a concurrent test's pool)."""
+    held = set()
+    for pid in _proc_table():
+        if pid in exclude:
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                text = f.read()
+            text += " ".join(
+                os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")
+            )
+        except OSError:
+            continue
+        held |= {n for n in names if f"/dev/shm/{n}" in text}
+    return held
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="Linux: /proc and /dev/shm")
+def test_kill_9_of_the_parent_leaves_no_worker_and_no_shared_memory(tmp_path):
+    """A preempted job or the OOM killer: no shutdown runs. Its loader workers used to live on
+    under pid 1 for good (~300 MB each), holding /dev/shm names and the job's stdout pipe."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED_CHILD)
+    before = _shm_all()
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        tree = {pid for pid, (ppid, _) in _proc_table().items() if ppid == proc.pid}
+        assert len(tree) == 3  # two workers and the resource tracker
+        ours = _shm_all() - before
+        assert any(n.startswith("psm_") for n in ours)  # batches in flight in shared memory
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while True:
+        table = _proc_table()
+        alive = {p for p in tree if p in table and table[p][1] != "Z"}
+        left = ours & _shm_all()
+        left -= _held_elsewhere(left, tree | {proc.pid})
+        if not (alive or left) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not alive, f"orphaned workers: {sorted(alive)}"
+    assert not left, f"left in /dev/shm: {sorted(left)}"
+    assert proc.stdout.read() == b""  # EOF: no orphan holds the pipe (`| tee` returns)
