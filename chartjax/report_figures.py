@@ -14,6 +14,8 @@ import os
 import tempfile
 from collections.abc import Iterable
 
+from chartjax import file_modes
+
 
 def write_figures(source, split: str, stems: Iterable[str], folder: str) -> str | None:
     """Writes `<folder>/<stem>.png` for each figure stem (`str(image_index)`) not there yet,
@@ -42,6 +44,7 @@ def _write(path: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".figure.", dir=os.path.dirname(path))
     try:
+        file_modes.as_new_file(fd)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)

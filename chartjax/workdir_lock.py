@@ -82,8 +82,12 @@ def hold(
 
 
 class WorkdirLock:
-    def __init__(self, workdir: str):
-        self.path = os.path.join(workdir, LOCK_FILE)
+    """`name` in `workdir` (train.lock; chartjax-infer's --out takes infer.lock); `flag` is
+    what the user changes to pick another folder, for the refusal's message."""
+
+    def __init__(self, workdir: str, name: str = LOCK_FILE, flag: str = "--workdir"):
+        self.path = os.path.join(workdir, name)
+        self.flag = flag
         self._mine: dict | None = None
 
     def acquire(self, warn: Callable[[str], None] = logging.warning) -> None:
@@ -100,7 +104,7 @@ class WorkdirLock:
                     continue
                 holder = _parse(text)
                 if holder is None or not _is_stale(holder, me):
-                    raise WorkdirBusyError(_busy_message(self.path, holder)) from None
+                    raise WorkdirBusyError(_busy_message(self.path, holder, self.flag)) from None
                 # Only if it is still the lock judged stale (not one a run just wrote).
                 if _read(self.path) == text:
                     with contextlib.suppress(FileNotFoundError):
@@ -116,7 +120,8 @@ class WorkdirLock:
                 os.fsync(f.fileno())
             self._mine = me
             return
-        raise WorkdirBusyError(_busy_message(self.path, _parse(_read(self.path) or "")))
+        holder = _parse(_read(self.path) or "")
+        raise WorkdirBusyError(_busy_message(self.path, holder, self.flag))
 
     def release(self) -> None:
         """Removes the lock file if this process wrote it (and nobody has replaced it)."""
@@ -159,8 +164,10 @@ def _is_stale(holder: dict, me: dict) -> bool:
     return bool(holder.get("start_ticks") and ticks and holder["start_ticks"] != ticks)
 
 
-def _busy_message(path: str, holder: dict | None) -> str:
+def _busy_message(path: str, holder: dict | None, flag: str = "--workdir") -> str:
     workdir = os.path.dirname(path)
+    if os.path.isdir(path):
+        return f"{workdir}: its lock file {path} is a directory, not a lock file: remove it"
     if holder is None:
         return (
             f"{workdir} is in use by another run: its lock file {path} cannot be read; "
@@ -169,7 +176,7 @@ def _busy_message(path: str, holder: dict | None) -> str:
     where = (
         "remove it if that run has ended"
         if holder.get("host") != socket.gethostname()
-        else "stop that run or choose another --workdir"
+        else f"stop that run or choose another {flag}"
     )
     return f"{workdir} is in use by another run: {_describe(holder)} (lock file {path}; {where})"
 
@@ -179,11 +186,15 @@ def _describe(holder: dict) -> str:
 
 
 def _read(path: str) -> str | None:
+    """The lock file's text (undecodable bytes replaced: a damaged file parses as no holder);
+    a directory in its place reads as empty text, which no holder parses from."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        return ""
 
 
 def _read_settled(path: str, wait_s: float = 2.0) -> str | None:

@@ -265,3 +265,45 @@ def test_two_processes_write_the_one_process_files(whole, setup, tmp_path):
     assert (summary["devices"], summary["processes"], summary["batch_size"]) == (4, 2, 4)
     assert summary["examples"] == 20
     assert files_of(tmp_path / "two") == whole
+
+
+def _lock_held_by(pid: int, out: Path) -> Path:
+    """infer.lock as a job of process `pid` on this host writes it."""
+    from chartjax import workdir_lock
+
+    out.mkdir(parents=True, exist_ok=True)
+    holder = {**workdir_lock._this_process(), "pid": pid, "start_ticks": None}
+    (out / infer_output.LOCK).write_text(json.dumps(holder))
+    return out / infer_output.LOCK
+
+
+def test_a_second_job_on_a_held_out_is_refused_in_one_line(setup, tmp_path, capsys):
+    """Two chartjax-infer on one --out used to both start and interleave their rows (issue 44
+    item 2): --out is held as train.lock holds a workdir, and the second job refused."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = _lock_held_by(holder.pid, tmp_path / "out")
+        err = fail_infer(capsys, *setup["args"], "--out", tmp_path / "out")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert err.count("\n") == 1 and f"is in use by another run: pid {holder.pid}" in err, err
+    assert f"(lock file {lock}; stop that run or choose another --out)" in err
+    assert os.listdir(tmp_path / "out") == [infer_output.LOCK]  # nothing written
+
+
+@pytest.mark.parametrize("flag", ["", "--resume"])
+def test_a_job_killed_before_its_first_commit_leaves_a_folder_a_rerun_takes(
+    setup, tmp_path, capsys, flag
+):
+    """kill -9 before the first commit leaves an empty predictions.jsonl and tables/ (and its
+    lock): neither a rerun nor --resume took the folder (issue 44 item 3). Counted as empty."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "out"
+    (out / "tables").mkdir(parents=True)
+    (out / infer_output.PREDICTIONS).write_text("")
+    _lock_held_by(dead.pid, out)
+    summary = run_infer(capsys, *setup["args"], "--out", out, *([flag] if flag else []))
+    assert (summary["resumed"], summary["examples"]) == (0, len(IDS))
+    assert infer_output.LOCK not in os.listdir(out)  # released at the end

@@ -124,6 +124,24 @@ def test_a_live_holder_on_this_host_is_refused(tmp_path, capsys):
     assert sorted(os.listdir(run)) == [workdir_lock.LOCK_FILE]
 
 
+@pytest.mark.parametrize("damage", ["binary", "directory"])
+def test_a_damaged_lock_is_refused_in_one_line(tmp_path, capsys, damage):
+    """A train.lock that is binary, or a directory, used to end in a traceback (issue 44 item 8)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lock = run / workdir_lock.LOCK_FILE
+    if damage == "binary":
+        lock.write_bytes(b"\xff\xfe\x00garbage\x81")
+        why = "cannot be read; remove it if no run is using this workdir"
+    else:
+        lock.mkdir()
+        why = "is a directory, not a lock file: remove it"
+    assert _train(run, "train.num_train_steps=2") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"chartjax-train: error: {run}") and why in err, err
+    assert err.count("\n") == 1 and sorted(os.listdir(run)) == [workdir_lock.LOCK_FILE]
+
+
 def test_a_stale_lock_is_taken_over_and_a_changed_config_refused_unless_allowed(
     tmp_path, capsys, warnings
 ):

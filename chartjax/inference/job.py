@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from chartjax import workdir_lock
 from chartjax.data import loader
 from chartjax.inference import inputs as inputs_lib
 from chartjax.inference.engine import Engine, make_row
@@ -136,21 +137,40 @@ def run(
     import jax
 
     from chartjax import mesh as mesh_lib
-    from chartjax.data import sources
     from chartjax.inference import output as infer_output
 
     mesh_lib.initialize_distributed()
     pid = jax.process_index()
-    progress, err = None, None
+    progress, err, lock = None, None, None
     if pid == 0:
         try:  # before anything is read, so a bad --out costs nothing
+            infer_output.check_writable(job.out)
+            # One job per --out, as one run per workdir: two writers would interleave rows.
+            lock = workdir_lock.WorkdirLock(job.out, infer_output.LOCK, "--out")
+            lock.acquire(say_note or print)
             progress = infer_output.prepare_out(
                 job.out, set(output_dirs) | set(spec.output_dirs), job.overwrite, job.resume
             )
-        except InputError as e:
-            err = e
-    _from_process0(err)
+        except (InputError, workdir_lock.RunRefusedError) as e:
+            err = InputError(str(e))
+    try:
+        _from_process0(err)
+        return _infer(spec, make_engine, checkpoint, inputs, prompt, job, templates, progress,
+                      say_note, t0)  # fmt: skip
+    finally:
+        if lock is not None:
+            lock.release()
 
+
+def _infer(spec, make_engine, checkpoint, inputs, prompt, job, templates, progress, say_note, t0):
+    """`run` once process 0 holds --out: `progress` is the record to resume from (or None)."""
+    import jax
+
+    from chartjax.data import sources
+    from chartjax.inference import output as infer_output
+
+    pid = jax.process_index()
+    err = None
     engine = make_engine()
     for note in engine.settings.notes:
         (say_note or print)(note)

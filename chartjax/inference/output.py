@@ -22,6 +22,8 @@ from chartjax.inference.inputs import InputError
 PREDICTIONS = "predictions.jsonl"
 PROGRESS = "infer_progress.json"
 _PROGRESS_TMP = PROGRESS + ".tmp"
+# Held while a job writes in --out (chartjax/workdir_lock.py, as train.lock holds a workdir).
+LOCK = "infer.lock"
 
 
 # ------------------------------------------------------------------------ the output place ----
@@ -46,10 +48,14 @@ def prepare_out(out: str, output_dirs, overwrite: bool, resume: bool = False) ->
     if resume and overwrite:
         raise InputError("--resume continues what --out holds and --overwrite removes it: give one")
     check_writable(out)
-    entries = sorted(os.listdir(out)) if os.path.isdir(out) else []
-    if not entries:
-        return None
     ours = [PREDICTIONS, PROGRESS, *sorted(output_dirs)]
+    entries = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    entries = [e for e in entries if e != LOCK]
+    if all(_is_empty_leftover(out, e, output_dirs) for e in entries):
+        # Nothing, or what a job killed before its first commit leaves (an empty
+        # predictions.jsonl, empty task folders): a new run starts afresh there.
+        _remove(out, [*ours, _PROGRESS_TMP])
+        return None
     if resume:
         if PROGRESS not in entries:
             raise InputError(
@@ -69,13 +75,24 @@ def prepare_out(out: str, output_dirs, overwrite: bool, resume: bool = False) ->
             f"to replace what chartjax-infer writes there ({', '.join(ours)}; other files are "
             f"kept){again}"
         )
-    for name in [*ours, _PROGRESS_TMP]:
+    _remove(out, [*ours, _PROGRESS_TMP])
+    return None
+
+
+def _is_empty_leftover(out: str, name: str, output_dirs) -> bool:
+    path = os.path.join(out, name)
+    if name == PREDICTIONS:
+        return os.path.isfile(path) and os.path.getsize(path) == 0
+    return name in output_dirs and os.path.isdir(path) and not os.listdir(path)
+
+
+def _remove(out: str, names) -> None:
+    for name in names:
         path = os.path.join(out, name)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         elif os.path.lexists(path):
             os.remove(path)
-    return None
 
 
 def read_progress(out: str) -> dict:

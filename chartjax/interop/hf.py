@@ -21,6 +21,7 @@ from collections.abc import Iterable
 import numpy as np
 from flax import nnx
 
+from chartjax import file_modes
 from chartjax.interop import hf_files
 from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
@@ -649,6 +650,7 @@ def save(model, path: str, *, safe_serialization: bool = True, labels=None) -> N
         from safetensors.numpy import save_file
 
         save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        file_modes.as_new_file(os.path.join(path, "model.safetensors"))  # written 0600
     else:
         import torch
 

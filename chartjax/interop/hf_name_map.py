@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 from flax import nnx
 
+from chartjax import file_modes
 from chartjax.interop import hf_files
 
 Path = tuple[str | int, ...]
@@ -168,6 +169,7 @@ def write_dir(
         from safetensors.numpy import save_file
 
         save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        file_modes.as_new_file(os.path.join(path, "model.safetensors"))  # written 0600
         return
     import torch
 
