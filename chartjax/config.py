@@ -95,8 +95,66 @@ def parse_flags(
             )
         args.gin_file = [saved]
     parse_gin(args.gin_file, args.gin_bindings)
+    check_required_macros(args.gin_file)
     check_run_vocabulary()
+    check_loader_workers()
     return args
+
+
+def check_loader_workers() -> None:
+    """The worker count (gin or CHARTJAX_LOADER_WORKERS), checked before a workdir is made."""
+    from chartjax.data import loader
+
+    try:
+        loader.loader_workers()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_required_macros(files) -> None:
+    """A macro a recipe leaves `%gin.REQUIRED` (its VOCAB, INIT_PATH, ...), that a binding still
+    uses and nobody bound, would reach the code as gin's placeholder object and fail deep inside
+    it (a 40-line traceback that never names the macro): refused here, one line per macro. A
+    placeholder no binding uses any more (INIT_PATH under init/random.gin) is fine."""
+    required = {
+        scope
+        for (scope, selector), params in gin.config._CONFIG.items()
+        if selector == "gin.macro" and _is_required(params.get("value"))
+    }
+    used = set()
+    for (_, selector), params in gin.config._CONFIG.items():
+        if selector != "gin.macro":
+            for value in params.values():
+                used |= _macros_in(value)
+    missing = sorted(required & used)
+    if missing:
+        raise ConfigError(
+            "\n".join(
+                f"{name} is required by {', '.join(files)} and not given: add "
+                f"--gin_bindings=\"{name}='...'\" (the recipe's header says what it is)"
+                for name in missing
+            )
+        )
+
+
+def _macros_in(value) -> set[str]:
+    """The macro names a binding's value refers to (`%NAME`, also inside lists and dicts)."""
+    if isinstance(value, gin.config.ConfigurableReference):
+        return set(value.scopes) if value.selector == "gin.macro" else set()
+    if isinstance(value, list | tuple | set):
+        return set().union(*map(_macros_in, value)) if value else set()
+    if isinstance(value, dict):
+        return _macros_in(list(value.values()))
+    return set()
+
+
+def _is_required(value) -> bool:
+    if isinstance(value, gin.config.ConfigurableReference) and value.evaluate:
+        try:
+            value = value.scoped_configurable_fn()
+        except Exception:  # an @x() that cannot run yet is no placeholder
+            return False
+    return value is gin.REQUIRED
 
 
 RUN_CONFIG = "config.gin"  # what a run saves in its workdir (train.py, evaluate.py)
@@ -260,10 +318,14 @@ def check_run_vocabulary() -> None:
             models.setdefault(f"{type(cfg).__name__}.vocab_size = {cfg.vocab_size}", cfg)
     if not models:
         return
+    if not os.path.exists(os.path.expanduser(path)):
+        raise ConfigError(
+            f"Features.vocab_file = {path!r}: no such file or directory (the recipe's VOCAB?)"
+        )
     try:
         pieces = vocab_lib.open_vocabulary(os.path.expanduser(path)).vocab_size
     except (OSError, ValueError):
-        return  # a missing or unreadable file: the task names it when it opens it
+        return  # an unreadable file: the task names it when it opens it
     for name, cfg in models.items():
         check_vocabulary(
             pieces,

@@ -98,3 +98,50 @@ def test_a_from_scratch_workdir_converts_and_evaluates_with_its_own_config(tmp_p
         "holds no config.gin of an earlier run to default to\n"
     )
     assert not os.path.exists(tmp_path / "empty")
+
+
+def test_an_unbound_or_wrong_vocab_is_one_line_before_anything_is_written(tmp_path, capsys):
+    """A recipe's VOCAB left %gin.REQUIRED, or naming no file, used to end in 40 lines of
+    traceback that never named it (issue 44 item 6), in chartjax-train and chartjax-eval."""
+    recipe_file = "tasks/chart_to_text_pew_ocr_t5.gin"
+    work = tmp_path / "w"
+    for cli, name in ((train_cli, "chartjax-train"), (eval_cli, "chartjax-eval")):
+        gin.clear_config()
+        assert cli.main(["--gin_file", recipe_file, "--workdir", str(work)]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"{name}: error: {macro} is required by {recipe_file} and not given: add "
+            f"--gin_bindings=\"{macro}='...'\" (the recipe's header says what it is)"
+            for macro in ("INIT_PATH", "VOCAB")
+        ]
+        gin.clear_config()
+        argv = ["--gin_file", recipe_file, "--gin_file", "init/random.gin", "--workdir", work]
+        assert cli.main([*map(str, argv), "--gin_bindings", "VOCAB='/no/spm.model'"]) == 2
+        assert capsys.readouterr().err == (
+            f"{name}: error: Features.vocab_file = '/no/spm.model': no such file or directory "
+            "(the recipe's VOCAB?)\n"
+        )
+    gin.clear_config()
+    assert not work.exists()
+
+
+def test_a_bad_loader_worker_count_is_one_line_before_the_workdir_is_made(
+    tmp_path, capsys, monkeypatch
+):
+    """loader_workers.count = -1 and CHARTJAX_LOADER_WORKERS=abc failed after the workdir was
+    made, the variable not named (issue 44 item 10)."""
+    work = tmp_path / "w"
+    argv = ["--gin_file", "tasks/t5_synthetic_smoke.gin", "--workdir", str(work)]
+    gin.clear_config()
+    assert train_cli.main([*argv, "--gin_bindings", "loader_workers.count = -1"]) == 2
+    assert capsys.readouterr().err == (
+        "chartjax-train: error: loader_workers.count must be a whole number >= 0, got -1\n"
+    )
+    monkeypatch.setenv("CHARTJAX_LOADER_WORKERS", "abc")
+    gin.clear_config()
+    assert train_cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        "chartjax-train: error: CHARTJAX_LOADER_WORKERS='abc': expected a whole number >= 0 of "
+        "loader worker processes\n"
+    )
+    gin.clear_config()
+    assert not work.exists()

@@ -57,9 +57,14 @@ def loader_workers(count: int | None = None) -> int:
     """The number of loader worker processes (module docstring)."""
     if count is None:
         env = os.environ.get("CHARTJAX_LOADER_WORKERS")
+        if env and not env.strip().isdigit():
+            raise ValueError(
+                f"CHARTJAX_LOADER_WORKERS={env!r}: expected a whole number >= 0 of loader "
+                "worker processes"
+            )
         count = int(env) if env else min(max((os.cpu_count() or 1) - 1, 1), 8)
-    if count < 0:
-        raise ValueError(f"loader_workers.count must be >= 0, got {count}")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError(f"loader_workers.count must be a whole number >= 0, got {count!r}")
     return count
 
 
@@ -172,14 +177,15 @@ def _shutdown() -> None:
     _POOLS.clear()
 
 
-def _init_worker(parent: int) -> None:
+def _init_worker(parent: int | None) -> None:
     from chartjax import host_memory
     from chartjax.data import resize
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     host_memory.keep_freed_memory()  # spawned: the parent's mallopt does not carry over
     resize.set_threads(1)  # each worker holds a core already: more threads only contend
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
 _PARENT_POLL_S = 0.2
