@@ -43,18 +43,23 @@ def requirements(python: str, extras: tuple[str, ...]) -> list[Requirement]:
     return out
 
 
+def lock_text(name: str) -> str:
+    """The lock's text; a clone without it installs from the ranges (make install's
+    fallback, with a warning), and the checks of that lock have nothing to check."""
+    path = ROOT / "requirements" / LOCKS[name].file
+    if not path.exists():
+        pytest.skip(f"{path} is absent: make install fell back to pyproject.toml's ranges")
+    return path.read_text()
+
+
 def pins(name: str) -> dict[str, str]:
-    return lock_tool.parse((ROOT / "requirements" / LOCKS[name].file).read_text())
+    return lock_tool.parse(lock_text(name))
 
 
 def test_the_tested_lock_is_python_3_11_with_dev_and_hf():
     tested = [lock for lock in lock_tool.LOCKS if lock.status == lock_tool.TESTED]
     assert [(lock.python, lock.extras) for lock in tested] == [("3.11", ("dev", "hf"))]
-    assert (
-        (ROOT / "requirements" / "py3.11.txt")
-        .read_text()
-        .startswith("# chartjax dev+hf on Python 3.11: tested here.\n")
-    )
+    assert lock_text("py3.11").startswith("# chartjax dev+hf on Python 3.11: tested here.\n")
 
 
 @pytest.mark.parametrize("name", list(LOCKS))
@@ -78,7 +83,7 @@ def test_lock_satisfies_pyprojects_ranges(name):
 
 @pytest.mark.parametrize("name", list(LOCKS))
 def test_lock_holds_no_machine_local_path(name):
-    text = (ROOT / "requirements" / LOCKS[name].file).read_text()
+    text = lock_text(name)
     assert not re.search(r"file:|--find-links|-f |--index-url|(^|\s)/[a-z]", text, re.M), name
     assert "/tmp" not in text and str(ROOT) not in text
 
@@ -104,6 +109,8 @@ def test_accelerator_lock_pairs_jax_with_its_plugin_beside_cpu_tensorflow(python
 
 
 def test_docs_table_is_the_one_the_locks_give():
+    for name in LOCKS:
+        lock_text(name)
     text = (ROOT / "docs" / "environment.md").read_text()
     table = text.split(lock_tool.BEGIN, 1)[1].split(lock_tool.END, 1)[0].strip()
     assert table == lock_tool.generated_table(ROOT / "requirements")
