@@ -25,6 +25,7 @@ import jax
 import optax
 from flax import nnx
 
+from chartjax.config_checks import ConfigError
 from chartjax.models import lora
 
 TRAIN, FREEZE = "train", "freeze"
@@ -45,7 +46,7 @@ def _check_patterns(patterns, names: list[str], where: str) -> tuple[str, ...]:
         except re.error as e:
             raise ValueError(f"{where}: bad pattern {p!r} ({e})") from None
         if not any(rx.search(n) for n in names):
-            raise ValueError(
+            raise ConfigError(  # a setting: one line from the CLIs (status 2)
                 f"{where}: pattern {p!r} matches no parameter (names look like {names[0]!r})"
             )
     return patterns

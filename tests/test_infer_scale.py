@@ -307,3 +307,33 @@ def test_a_job_killed_before_its_first_commit_leaves_a_folder_a_rerun_takes(
     summary = run_infer(capsys, *setup["args"], "--out", out, *([flag] if flag else []))
     assert (summary["resumed"], summary["examples"]) == (0, len(IDS))
     assert infer_output.LOCK not in os.listdir(out)  # released at the end
+
+
+def test_ctrl_c_is_one_line_and_keeps_what_was_committed(setup, tmp_path, capsys, monkeypatch):
+    """Ctrl-C in chartjax-infer ended in a KeyboardInterrupt traceback (issue 44 item 14)."""
+    from chartjax.inference.engine import Engine
+
+    calls = []
+    real_step = Engine.step
+
+    def step(self, batch):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_step(self, batch)
+
+    monkeypatch.setattr(Engine, "step", step)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        infer_cli.main([str(a) for a in [*setup["args"], "--out", out, "--flush_every", "2"]])
+    assert e.value.code == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        f"chartjax-infer: stopped by Ctrl-C; the rows committed in {out} are kept (--resume "
+        "continues)"
+    )
+    monkeypatch.setattr(Engine, "step", real_step)
+    summary = run_infer(capsys, *setup["args"], "--out", out, "--resume")
+    assert summary["resumed"] > 0 and summary["resumed"] + summary["examples"] == len(IDS)
+    with open(out / infer_output.PREDICTIONS, encoding="utf-8") as f:
+        assert [json.loads(line)["id"] for line in f] == IDS

@@ -63,6 +63,7 @@ import json
 import sys
 
 from chartjax import host_memory, quiet
+from chartjax.data import loader
 from chartjax.inference import settings as settings_lib
 from chartjax.inference.inputs import InputError
 from chartjax.tasks import catalog
@@ -259,9 +260,16 @@ def main(argv=None) -> None:
     host_memory.keep_freed_memory()
     try:
         summary = run(args)
-    except (InputError, OSError, ValueError) as e:  # OSError: a write that failed (disk full)
+    except (InputError, OSError, ValueError, loader.WorkerDied) as e:  # OSError: disk full...
         print(f"chartjax-infer: {e}", file=sys.stderr)
         raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        print(
+            f"chartjax-infer: stopped by Ctrl-C; the rows committed in {args.out} are kept "
+            "(--resume continues)",
+            file=sys.stderr,
+        )
+        raise SystemExit(130) from None
     if summary is not None:  # process 0 reports
         print(json.dumps(summary), flush=True)
 

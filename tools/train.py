@@ -25,6 +25,7 @@ import sys
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config, host_memory, quiet, recipe, workdir_lock
 from chartjax import train as train_lib
+from chartjax.data import loader
 
 EXIT_DONE = 0
 EXIT_CANNOT_RESUME = 2  # as argparse's usage errors: the run cannot start as asked
@@ -86,6 +87,9 @@ def main(argv=None) -> int:
         return _error(err, EXIT_USAGE)
     except ckpt_lib.CheckpointError as err:
         return _error(err, EXIT_CANNOT_RESUME)
+    except loader.WorkerDied as err:
+        print(f"chartjax-train: stopped: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # a second Ctrl-C (or one before the loop could save)
         print(
             "chartjax-train: aborted by Ctrl-C; nothing saved since the last checkpoint",

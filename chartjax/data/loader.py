@@ -52,6 +52,10 @@ _POOLS: dict[int, object] = {}  # in the parent: one pool per worker count, reus
 _PENDING: set = set()  # in the parent: futures submitted and not yet read, of every map
 
 
+class WorkerDied(RuntimeError):
+    """A loader worker process died: the CLIs say so in one line."""
+
+
 @gin.configurable
 def loader_workers(count: int | None = None) -> int:
     """The number of loader worker processes (module docstring)."""
@@ -216,25 +220,26 @@ def _in_workers(fn, chunks: Iterable[list[dict]], workers: int, window: int) -> 
     it = iter(chunks)
     try:
         while True:
-            while len(pending) < window:
-                chunk = next(it, None)
-                if chunk is None:
-                    break
-                pending.append(pool.submit(_work, digest, payload, chunk))
-                _PENDING.add(pending[-1])
-            if not pending:
-                return
-            try:
+            try:  # submit raises it too, once a worker has died between batches
+                while len(pending) < window:
+                    chunk = next(it, None)
+                    if chunk is None:
+                        break
+                    pending.append(pool.submit(_work, digest, payload, chunk))
+                    _PENDING.add(pending[-1])
+                if not pending:
+                    return
                 future = pending.popleft()
                 _PENDING.discard(future)
-                yield _unshared(future.result())
+                batch = _unshared(future.result())
             except BrokenProcessPool as e:
                 _POOLS.pop(workers, None)
-                raise RuntimeError(
+                raise WorkerDied(
                     "a loader worker process died (killed, or out of memory?); set "
                     "loader_workers.count = 0 to run the feature map in this process and see "
                     "its error"
                 ) from e
+            yield batch
     finally:
         for f in pending:
             _PENDING.discard(f)
@@ -296,7 +301,10 @@ def _is_shared(v) -> bool:
 
 
 def _unlink(name: str) -> None:
-    shm = shared_memory.SharedMemory(name=name)  # unlink() also tells the resource tracker
+    try:
+        shm = shared_memory.SharedMemory(name=name)  # unlink() also tells the resource tracker
+    except FileNotFoundError:  # already gone (a cleanup after an error, at exit): nothing to do
+        return
     shm.close()
     shm.unlink()
 

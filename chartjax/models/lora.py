@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from chartjax.config_checks import ConfigError
 from chartjax.models.layers import Dense
 
 ADAPTERS = ("lora_a", "lora_b")  # the parameter names LoraDense adds
@@ -185,7 +186,7 @@ def apply(model: nnx.Module, cfg: LoraConfig, rngs: nnx.Rngs | int = 0) -> nnx.M
     for p in cfg.targets:
         if not any(names_layer(p, dotted(path)) for path, _ in denses):
             example = dotted(denses[0][0]) if denses else "(none)"
-            raise ValueError(
+            raise ConfigError(  # a setting: one line from the CLIs (status 2)
                 f"LoraConfig.targets: pattern {p!r} matches no Dense layer of "
                 f"{type(model).__name__} (layer paths look like {example!r})"
             )

@@ -280,3 +280,18 @@ def test_kill_9_of_the_parent_leaves_no_worker_and_no_shared_memory(tmp_path):
     assert not alive, f"orphaned workers: {sorted(alive)}"
     assert not left, f"left in /dev/shm: {sorted(left)}"
     assert proc.stdout.read() == b""  # EOF: no orphan holds the pipe (`| tee` returns)
+
+
+def _dies_on_second(chunk):
+    if chunk[0] == 1:
+        os._exit(3)  # killed or out of memory: no Python error reaches the parent
+    return {"i": np.int32(chunk[0])}
+
+
+def test_a_dead_worker_is_one_error_whichever_call_meets_it():
+    """`pool.submit` raises BrokenProcessPool too once a worker has died between batches; it
+    used to escape the `try` that words it (issue 44 item 13)."""
+    it = loader.map_ordered(_dies_on_second, ([i] for i in range(50)), workers=1, ahead=2)
+    with pytest.raises(loader.WorkerDied, match="a loader worker process died"):
+        list(it)
+    assert 1 not in loader._POOLS  # a broken pool is not reused
