@@ -334,6 +334,6 @@ def test_ctrl_c_is_one_line_and_keeps_what_was_committed(setup, tmp_path, capsys
     )
     monkeypatch.setattr(Engine, "step", real_step)
     summary = run_infer(capsys, *setup["args"], "--out", out, "--resume")
-    assert summary["resumed"] > 0 and summary["resumed"] + summary["examples"] == len(IDS)
+    assert summary["resumed"] > 0 and summary["examples"] == len(IDS)  # rows in the file
     with open(out / infer_output.PREDICTIONS, encoding="utf-8") as f:
         assert [json.loads(line)["id"] for line in f] == IDS
