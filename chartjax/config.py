@@ -29,7 +29,7 @@ import re
 
 import gin
 
-from chartjax import recipe
+from chartjax import output_place, recipe
 from chartjax.config_checks import ConfigError, did_you_mean
 
 __all__ = [
@@ -94,6 +94,9 @@ def parse_flags(
                 "of an earlier run to default to"
             )
         args.gin_file = [saved]
+    why = output_place.unwritable(args.workdir)  # before any work (evaluation writes last)
+    if why:
+        raise ConfigError(f"--workdir={args.workdir}: {why}")
     parse_gin(args.gin_file, args.gin_bindings)
     check_required_macros(args.gin_file)
     check_run_vocabulary()

@@ -35,6 +35,7 @@ from chartjax import config_checks as checks
 from chartjax import init_checkpoint, report_figures, run_log
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
+from chartjax.config_checks import ConfigError
 from chartjax.data import pipeline
 from chartjax.metrics import html_report, prediction_files, report
 from chartjax.tasks import catalog, report_views
@@ -319,7 +320,7 @@ def evaluate(
         if step is not None:
             checkpoint = os.path.join(workdir, "checkpoints", str(step))
     if checkpoint is None and init_format == "random":
-        raise FileNotFoundError(
+        raise ConfigError(  # nothing to evaluate: a setting, one line from chartjax-eval
             f"no checkpoint in {os.path.join(workdir, 'checkpoints')} "
             f"and no pretrained init (init/*.gin) to evaluate"
         )

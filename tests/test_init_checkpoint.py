@@ -96,7 +96,7 @@ def test_evaluate_without_checkpoint_or_init_fails(tmp_path):
     gin.clear_config()
     config_lib.parse_gin(["tasks/t5_synthetic_smoke.gin"], ["T5Config.dtype = 'float32'"])
     try:
-        with pytest.raises(FileNotFoundError, match="no checkpoint .* no pretrained init"):
+        with pytest.raises(config_lib.ConfigError, match="no checkpoint .* no pretrained init"):
             eval_lib.evaluate(str(tmp_path / "empty"))
     finally:
         gin.clear_config()

@@ -145,3 +145,19 @@ def test_a_bad_loader_worker_count_is_one_line_before_the_workdir_is_made(
     )
     gin.clear_config()
     assert not work.exists()
+
+
+def test_a_workdir_that_cannot_be_written_is_one_line_before_any_work(tmp_path, capsys):
+    """A file in the workdir's place was a traceback in train and, after evaluating
+    everything, in eval (issue 44 item 7). (A read-only folder is refused the same way, by the
+    probe file output_place writes; root writes anywhere, so it is not tested here.)"""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for cli, name in ((train_cli, "chartjax-train"), (eval_cli, "chartjax-eval")):
+        gin.clear_config()
+        argv = ["--gin_file", "tasks/t5_synthetic_smoke.gin", "--workdir", str(blocker / "run")]
+        assert cli.main(argv) == 2
+        assert capsys.readouterr().err == (
+            f"{name}: error: --workdir={blocker / 'run'}: {blocker} is a file, not a folder\n"
+        )
+    gin.clear_config()
