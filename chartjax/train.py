@@ -101,6 +101,16 @@ def _packing_bound() -> bool:
         return False
 
 
+def _lora_ignored(model_fn) -> bool:
+    """Whether gin binds `build_model.lora` (peft/lora.gin) while the model comes from another
+    builder (the FigureQA / Chart-to-Text baselines'), which would never read it."""
+    try:
+        lora_bound = gin.query_parameter("build_model.lora") is not None
+    except ValueError:
+        return False
+    return lora_bound and getattr(model_fn, "__name__", "") != "build_model"
+
+
 @gin.configurable(denylist=["workdir", "allow_config_change"])
 def train(
     workdir: str,
@@ -196,6 +206,12 @@ def train(
         raise checks.ConfigError(
             f"Features.pack = True: {the_task.name} does not pack (its examples do not go "
             "through seq2seq.Features); docs/packing.md lists the tasks that do"
+        )
+    if _lora_ignored(model_fn):
+        raise checks.ConfigError(
+            f"build_model.lora (peft/lora.gin): this recipe builds its model with "
+            f"{model_fn.__module__}.{model_fn.__name__}, which takes no LoRA adapters (all its "
+            "parameters would train); LoRA is for the chartjax families built by build_model"
         )
     # ---------------------------------------------------------------- workdir lock -----
     log = RunLog(workdir, enabled=pid == 0)

@@ -214,3 +214,16 @@ STEPS = 10
         "train.mesh_shape: (-1, 1) -> (-1, 2)",
         "train/RNConfig.g_dim: (unset) -> 32",
     ]
+
+
+def test_lora_after_a_recipe_whose_model_takes_none_is_refused(tmp_path, capsys):
+    """peft/lora.gin after a Relation Network recipe trained every parameter, silently
+    (issue 44 item 16): refused in one line, as Features.pack is for a task that does not pack."""
+    run = tmp_path / "run"
+    assert _train(run, "train.num_train_steps=2", flags=["--gin_file=peft/lora.gin"]) == 2
+    assert capsys.readouterr().err == (
+        "chartjax-train: error: build_model.lora (peft/lora.gin): this recipe builds its model "
+        "with chartjax.models.relation_network.build, which takes no LoRA adapters (all its parameters would train); LoRA is for "
+        "the chartjax families built by build_model\n"
+    )
+    assert not run.exists()
