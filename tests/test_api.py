@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,3 +206,20 @@ def test_one_model_gives_one_answer_with_the_checkpoints_own_settings(
     assert [r["prediction"] for r in hf_model.predict_rows(paths, batch_size=2)] == [
         r["prediction"] for r in rows_of(tmp_path / "c")
     ]
+
+
+def test_bad_inputs_are_named_by_index_before_any_work(ckpts, vocab_file):
+    """predict(["a.png", 42]), an empty array and a 20000x20000 array (39 s and 3.3 GB before a
+    decompression-bomb error) are refused naming the input (issue 44 item 20)."""
+    model = chartjax.load(ckpts["t5x"], task="deplot", vocab=vocab_file, dtype="float32")
+    cases = [
+        (["a.png", 42], "input 1: an image is a file path, PNG/JPEG bytes, a PIL image or a "
+         "uint8 array, not int"),
+        (np.zeros((0, 5, 3), np.uint8), "input 0: an empty image array (0, 5, 3)"),
+        (np.zeros((4, 4, 2), np.uint8), "input 0: an image array is (H, W) or (H, W, 1|3|4)"),
+        (np.broadcast_to(np.uint8(0), (20000, 20000)), "input 0: a 20000x20000 image "
+         "(400,000,000 pixels) is over PIL's 89,478,485-pixel limit"),
+    ]  # fmt: skip
+    for inputs, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            model.predict(inputs)
