@@ -14,6 +14,7 @@ metrics.json that lists every metric as unavailable. Each split's metrics also g
 
 from __future__ import annotations
 
+import os
 import sys
 
 from chartjax import config, host_memory, quiet
@@ -58,11 +59,11 @@ def main(argv=None) -> int:
         for line in str(err).split("\n  In call to configurable")[0].splitlines():
             print(f"chartjax-eval: error: {line}", file=sys.stderr)
         return EXIT_USAGE
-    for split, out in results.items():
-        if out.get("metrics"):
-            print(split, {k: round(v, 4) for k, v in out["metrics"].items()}, out["dir"])
-        elif out.get("predictions_only"):
-            print(split, eval_lib.summary(out))
+    for split, out in results.items():  # one readable line a split, and where to look
+        if out.get("metrics") or out.get("predictions_only"):
+            print(f"{split}: {eval_lib.summary(out)}")
+        if out.get("dir"):
+            print(f"  {os.path.join(out['dir'], 'report.html')}")
     return 0
 
 

@@ -1,5 +1,5 @@
 """Plot the training curves and evaluations of one or more runs:
-python -m chartjax.tools.plot_run --out c.png rn=runs/rn text=runs/text_only
+chartjax-plot --out c.png rn=runs/rn text=runs/text_only
 
 One panel per training metric (--keys, from train_metrics.jsonl) and one per evaluation metric
 (--eval_keys, from eval/<split>/step_<N>/metrics.json: one line per split; by default the
@@ -11,9 +11,11 @@ from chartjax.plots import plot_training_curves
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--out", required=True)
-    p.add_argument("--keys", default="loss,accuracy")
+    p = argparse.ArgumentParser(prog="chartjax-plot", description=__doc__)
+    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument(
+        "--keys", default="loss,accuracy", help="comma-separated training metrics to plot"
+    )
     p.add_argument(
         "--eval_keys",
         default=None,
@@ -26,7 +28,8 @@ def main(argv=None):
     if args.eval_keys is not None:
         eval_keys = tuple(k for k in args.eval_keys.split(",") if k)
     print(plot_training_curves(runs, args.out, tuple(args.keys.split(",")), eval_keys))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -291,6 +291,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1, help="rendering processes")
     parser.add_argument("--start", type=int, default=0, help="first chart index (file stem)")
     parser.add_argument(
+        "--overwrite", action="store_true", help="replace charts --out already holds"
+    )
+    parser.add_argument(
         "--types",
         nargs="*",
         default=None,
@@ -355,12 +358,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_free(out: str, start: int, num: int) -> None:
+    """Refuses to replace charts `out` already holds (as the FigureQA generator refuses a
+    non-empty split): adding charts past them with `--start` is fine."""
+    taken = [
+        i
+        for i in range(start, start + num)
+        if any(
+            os.path.exists(os.path.join(out, sub, f"{i}{ext}"))
+            for sub, ext in (("png", ".png"), ("json_gt", ".json"))
+        )
+    ]
+    if taken:
+        raise FileExistsError(
+            f"{out} already holds {len(taken)} of charts {start}..{start + num - 1} (e.g. "
+            f"png/{taken[0]}.png): give a new --out, --start past them to add charts, or "
+            "--overwrite to replace them"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         types = parse_types(args.types)
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
+    if not args.overwrite:
+        check_free(args.out, args.start, args.num)
     counts = generate(
         args.out,
         args.num,

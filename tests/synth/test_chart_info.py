@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -555,3 +556,23 @@ def test_charts_added_to_a_corpus_arrive_only_when_all_are_done(tmp_path, monkey
     assert sorted(_read_all(out)) == sorted(
         f"{sub}/{i}.{ext}" for i in range(4) for sub, ext in SUBS
     )
+
+
+def test_the_cli_refuses_to_replace_charts_unless_told(tmp_path, capsys):
+    """chartjax-synth chart_info replaced an existing --out silently, where figureqa refuses
+    (issue 44 item 24): charts already there are refused; --start past them adds, --overwrite
+    replaces."""
+    from chartjax.tools.synth import main
+
+    out = tmp_path / "ci"
+    argv = ["chart_info", "--out", str(out), "--num", "2", "--size", "320x240"]
+    assert main(argv) == 0
+    before = (out / "png" / "0.png").read_bytes()
+    capsys.readouterr()
+    assert main([*argv, "--seed", "5"]) == 2
+    assert f"{out} already holds 2 of charts 0..1 (e.g. png/0.png)" in capsys.readouterr().err
+    assert (out / "png" / "0.png").read_bytes() == before
+    assert main([*argv, "--start", "2"]) == 0
+    assert sorted(os.listdir(out / "png")) == ["0.png", "1.png", "2.png", "3.png"]
+    assert main([*argv, "--seed", "5", "--overwrite"]) == 0
+    assert (out / "png" / "0.png").read_bytes() != before

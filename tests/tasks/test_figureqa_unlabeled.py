@@ -55,7 +55,7 @@ def test_a_split_without_answers_is_predicted_and_scorable(workdir, tmp_path, ca
     captured = capsys.readouterr()
     assert status == 0, captured.err
     step_dir = run / "eval" / "no_annot_test1" / "step_2"
-    assert "no_annot_test1 predictions only (3 examples, the split has no answers)" in captured.out
+    assert "no_annot_test1: predictions only (3 examples, the split has no answers)" in captured.out
     assert "eval validation1" in captured.err and "batch" in captured.err  # the progress bar
 
     # predictions.jsonl: id, prediction 0/1 and its yes/no, no target.

@@ -14,7 +14,17 @@ COMMANDS = {
     "chartjax-score": "chartjax.tools.score",
     "chartjax-train-vocab": "chartjax.tools.train_vocab",
     "chartjax-synth": "chartjax.tools.synth",
+    "chartjax-plot": "chartjax.tools.plot_run",
 }
+
+
+def test_the_table_is_every_console_script():
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    scripts = tomllib.loads(pyproject.read_text())["project"]["scripts"]
+    assert {k: v.split(":")[0] for k, v in scripts.items()} == COMMANDS
 
 
 class _Parsed(Exception):
