@@ -98,6 +98,7 @@ def parse_flags(
     if why:
         raise ConfigError(f"--workdir={args.workdir}: {why}")
     parse_gin(args.gin_file, args.gin_bindings)
+    resolve_relative_paths()
     check_required_macros(args.gin_file)
     check_run_vocabulary()
     check_loader_workers()
@@ -112,6 +113,36 @@ def check_loader_workers() -> None:
         loader.loader_workers()
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+# Arguments that name files or folders (DATA_DIR and VOCAB reach them through macros).
+PATH_ARGS = ("data_dir", "vocab_file", "init_path", "tokenizer", "path")
+
+
+def resolve_relative_paths() -> None:
+    """Makes a relative path that exists from here (a macro's value, or a `*.data_dir`,
+    `*.vocab_file`, ... binding) absolute in the parsed config, so the run's config.gin works
+    from any folder (chartjax-eval, -infer and -convert read a workdir through it)."""
+    rebind = []
+    for (scope, selector), params in gin.config._CONFIG.items():
+        for arg, value in params.items():
+            if (selector == "gin.macro" or arg in PATH_ARGS) and is_relative_path(value):
+                key = f"{scope}/{selector}.{arg}" if scope else f"{selector}.{arg}"
+                rebind.append((key, os.path.abspath(value)))
+    for key, value in rebind:
+        gin.bind_parameter(key, value)
+
+
+def is_relative_path(value) -> bool:
+    """A string naming something that exists relative to the working directory."""
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and not os.path.isabs(value)
+        and not value.startswith("~")
+        and "://" not in value
+        and os.path.exists(value)
+    )
 
 
 def check_required_macros(files) -> None:

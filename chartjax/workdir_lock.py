@@ -281,6 +281,8 @@ def _bindings(text: str) -> dict[str, str]:
     read with gin's statement parser alone (the caller's gin configuration is left alone)."""
     from gin import config_parser
 
+    from chartjax import config as config_lib
+
     class Delegate(config_parser.ParserDelegate):
         def configurable_reference(self, scoped_name, evaluate):
             return _Shown(f"@{scoped_name}{'()' if evaluate else ''}")
@@ -292,7 +294,10 @@ def _bindings(text: str) -> dict[str, str]:
     for st in config_parser.ConfigParser(text, Delegate()):
         if isinstance(st, config_parser.BindingStatement):
             key = ".".join(p for p in (st.selector, st.arg_name) if p)
-            out[f"{st.scope}/{key}" if st.scope else key] = repr(st.value)
+            value = st.value
+            if config_lib.is_relative_path(value):  # a config.gin saved before paths resolved
+                value = os.path.abspath(value)
+            out[f"{st.scope}/{key}" if st.scope else key] = repr(value)
     return out
 
 

@@ -161,3 +161,24 @@ def test_a_workdir_that_cannot_be_written_is_one_line_before_any_work(tmp_path, 
             f"{name}: error: --workdir={blocker / 'run'}: {blocker} is a file, not a folder\n"
         )
     gin.clear_config()
+
+
+def test_relative_paths_are_saved_resolved_and_compared_resolved(tmp_path, monkeypatch):
+    """A relative DATA_DIR / VOCAB kept in config.gin worked only from the folder the run
+    started in (issue 44 item 18): saved absolute, and a rerun from the same folder (or a
+    config.gin saved before, relative) is no config change."""
+    from chartjax import workdir_lock
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tfds").mkdir()
+    argv = ["--gin_file", "tasks/t5_synthetic_smoke.gin", "--workdir", "run"]
+    bindings = [f"--gin_bindings={b}" for b in [*SHORT, "DATA_DIR = 'tfds'"]]
+    assert train_cli.main([*argv, *bindings]) == 0
+    saved = (tmp_path / "run" / "config.gin").read_text()
+    assert f"DATA_DIR = '{tmp_path / 'tfds'}'" in saved
+    gin.clear_config()
+    assert train_cli.main([*argv, *bindings]) == 0  # resumed: not refused as a change
+    relative = saved.replace(str(tmp_path / "tfds"), "tfds")
+    assert workdir_lock.config_changes(relative, saved) == []
+    monkeypatch.chdir(tmp_path / "tfds")  # elsewhere, the same relative name is other data
+    assert workdir_lock.config_changes(relative, saved) != []
