@@ -48,12 +48,19 @@ GIN_PREFIX = "gin_configs/"  # recipes and docs name files as the checkout lays 
 
 
 def parse_flags(
-    argv=None, *, description: str = "", extra=None, workdir_help: str = "the run's folder"
+    argv=None,
+    *,
+    description: str = "",
+    extra=None,
+    workdir_help: str = "the run's folder",
+    first_check=None,
 ) -> argparse.Namespace:
     """`--gin_file` (repeatable; relative to cwd or to gin_configs/; default: the saved
     config.gin of `--workdir`, or of the run `--checkpoint` belongs to), `--gin_bindings`,
     `--workdir` (its help: `workdir_help`); then parses gin and checks the run's vocabulary
-    against its model. `extra(parser)` may add entry-point flags."""
+    against its model. `extra(parser)` may add entry-point flags; `first_check()` runs once gin
+    is parsed, before the other checks (chartjax-train's refusal of an evaluation-only recipe
+    says more than the bindings such a recipe leaves unset)."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -98,6 +105,8 @@ def parse_flags(
     if why:
         raise ConfigError(f"--workdir={args.workdir}: {why}")
     parse_gin(args.gin_file, args.gin_bindings)
+    if first_check is not None:
+        first_check()
     resolve_relative_paths()
     check_required_macros(args.gin_file)
     check_run_vocabulary()

@@ -73,10 +73,10 @@ def main(argv=None) -> int:
             extra=_add_flags,
             workdir_help="the run's folder: checkpoints/, config.gin, train_metrics.jsonl, "
             "tensorboard/; a rerun on it resumes from its latest checkpoint",
+            first_check=recipe.check_trainable,  # an evaluation-only recipe exits with what to run
         )
     except config.ConfigError as err:
         return _error(err, EXIT_USAGE)
-    recipe.check_trainable()  # an evaluation-only recipe exits here with what to run instead
     host_memory.keep_freed_memory()
     try:
         result = train_lib.train(args.workdir, allow_config_change=args.allow_config_change)
