@@ -19,6 +19,7 @@ import sys
 
 from chartjax import config, host_memory, quiet
 from chartjax import evaluate as eval_lib
+from chartjax.data import loader, tfds_records
 
 EXIT_USAGE = 2
 
@@ -59,6 +60,10 @@ def main(argv=None) -> int:
         for line in str(err).split("\n  In call to configurable")[0].splitlines():
             print(f"chartjax-eval: error: {line}", file=sys.stderr)
         return EXIT_USAGE
+    except (loader.WorkerDied, tfds_records.DamagedBuild) as err:
+        message = str(err).split("\n  In call to configurable")[0]
+        print(f"chartjax-eval: stopped: {message}", file=sys.stderr)
+        return 1
     for split, out in results.items():  # one readable line a split, and where to look
         if out.get("metrics") or out.get("predictions_only"):
             print(f"{split}: {eval_lib.summary(out)}")

@@ -25,7 +25,7 @@ import sys
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config, host_memory, quiet, recipe, workdir_lock
 from chartjax import train as train_lib
-from chartjax.data import loader
+from chartjax.data import loader, tfds_records
 
 EXIT_DONE = 0
 EXIT_CANNOT_RESUME = 2  # as argparse's usage errors: the run cannot start as asked
@@ -87,8 +87,8 @@ def main(argv=None) -> int:
         return _error(err, EXIT_USAGE)
     except ckpt_lib.CheckpointError as err:
         return _error(err, EXIT_CANNOT_RESUME)
-    except loader.WorkerDied as err:
-        print(f"chartjax-train: stopped: {err}", file=sys.stderr)
+    except (loader.WorkerDied, tfds_records.DamagedBuild) as err:
+        print(f"chartjax-train: stopped: {_message(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # a second Ctrl-C (or one before the loop could save)
         print(

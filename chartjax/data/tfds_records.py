@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections.abc
 import functools
+import glob
 import json
 import os
 from collections.abc import Iterator
@@ -43,7 +44,10 @@ def data_source(builder_dir: str, split: str, skip_decoding=("image",)):
     features = b.info.features
     decoders = {k: tfds.decode.SkipDecoding() for k in skip_decoding if k in features}
     try:
-        return Typed(b.as_data_source(split=split, decoders=decoders or None), features)
+        source = b.as_data_source(split=split, decoders=decoders or None)
+        return Typed(source, features, builder_dir, split)
+    except RuntimeError as e:  # Riegeli: a damaged file cannot even be opened
+        raise DamagedBuild(_damaged(builder_dir, split, None, e)) from None
     except NotImplementedError as e:
         raise ValueError(
             f"{builder_dir} is stored as {b.info.file_format.value}: chartjax reads builds by "
@@ -52,19 +56,43 @@ def data_source(builder_dir: str, split: str, skip_decoding=("image",)):
         ) from e
 
 
+class DamagedBuild(ValueError):
+    """A record of a build cannot be read (a truncated or corrupted array_record file)."""
+
+
+def _damaged(builder_dir: str, split: str, i: int | None, err: Exception) -> str:
+    base = split.split("[")[0]
+    files = sorted(glob.glob(os.path.join(builder_dir, f"*-{base}.array_record-*")))
+    where = ", ".join(files) if files else f"{builder_dir} (split {base})"
+    what = "cannot be opened" if i is None else f"record {i} cannot be read"
+    name = os.path.basename(os.path.dirname(builder_dir.rstrip("/")))
+    return (
+        f"{where}: split {base} of the build, {what} ({err}); the build is damaged: rebuild "
+        f"it with `tfds build tfds_builders/{name} ... --overwrite`"
+    )
+
+
 class Typed(collections.abc.Sequence):
     """A data source whose sequences come back as TFDS's tf.data path gives them (numpy arrays
     of the feature's dtype and shape, empty ones included; text as object arrays):
-    `tfds.data_source` decodes them to Python lists."""
+    `tfds.data_source` decodes them to Python lists. A record that cannot be read is a
+    DamagedBuild naming the file, split and record."""
 
-    def __init__(self, source, features):
+    def __init__(self, source, features, builder_dir: str = "", split: str = ""):
         self._source, self._features = source, features
+        self._where = (builder_dir, split)
 
     def __len__(self) -> int:
         return len(self._source)
 
     def __getitem__(self, i: int) -> dict:
-        return typed(self._source[i], self._features)
+        try:
+            raw = self._source[i]
+        except IndexError:
+            raise
+        except RuntimeError as e:  # Riegeli's "Corrupted Riegeli/records file: ..."
+            raise DamagedBuild(_damaged(*self._where, i, e)) from None
+        return typed(raw, self._features)
 
 
 def typed(value, feature):
