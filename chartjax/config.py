@@ -108,8 +108,8 @@ def parse_flags(
     if first_check is not None:
         first_check()
     resolve_relative_paths()
+    check_run_vocabulary()  # a bound vocabulary that does not fit says more than what is unbound
     check_required_macros(args.gin_file)
-    check_run_vocabulary()
     check_loader_workers()
     return args
 

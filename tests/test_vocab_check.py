@@ -109,10 +109,12 @@ def test_more_pieces_than_rows_is_refused_and_the_binding_allows_padding(
     )
     assert len(err.splitlines()) == 1
     gin.clear_config()
-    bindings = [f"VOCAB = '{vocab}'", "vocabulary_check.allow_unused_ids = True"]
+    # The recipe also requires INIT_PATH (parse_flags refuses it unbound); not read here.
+    init = "INIT_PATH = '/ckpt/matcha'"
+    bindings = [f"VOCAB = '{vocab}'", init, "vocabulary_check.allow_unused_ids = True"]
     config_lib.parse_flags([RECIPE, workdir, *(f"--gin_bindings={b}" for b in bindings)])
     gin.clear_config()
-    bindings = [f"VOCAB = '{vocab}'", f"Pix2StructConfig.vocab_size = {2 * pieces + 128}"]
+    bindings = [f"VOCAB = '{vocab}'", init, f"Pix2StructConfig.vocab_size = {2 * pieces + 128}"]
     config_lib.parse_flags([RECIPE, workdir, *(f"--gin_bindings={b}" for b in bindings)])
 
 

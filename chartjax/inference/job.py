@@ -142,6 +142,7 @@ def run(
     mesh_lib.initialize_distributed()
     pid = jax.process_index()
     progress, err, lock = None, None, None
+    existed = os.path.isdir(job.out)
     if pid == 0:
         try:  # before anything is read, so a bad --out costs nothing
             infer_output.check_writable(job.out)
@@ -160,6 +161,8 @@ def run(
     finally:
         if lock is not None:
             lock.release()
+            if not existed and os.path.isdir(job.out) and not os.listdir(job.out):
+                os.rmdir(job.out)  # a run that wrote nothing leaves no folder behind
 
 
 def _infer(spec, make_engine, checkpoint, inputs, prompt, job, templates, progress, say_note, t0):
