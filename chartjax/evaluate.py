@@ -339,6 +339,18 @@ def evaluate(
         # what was evaluated (recipe.gin_files names the recipe), as a train run's does.
         with open(config_file, "w") as f:
             f.write(gin.config_str())
+    out_dir, changes = eval_folder(workdir)
+    if changes and jax.process_index() == 0:
+        print(
+            f"chartjax-eval: the settings differ from {config_file} in {len(changes)} "
+            f"binding(s) ({'; '.join(changes[:4])}{'; ...' if len(changes) > 4 else ''}): "
+            f"results go to {out_dir}/, not over the run's eval/",
+            file=sys.stderr,
+            flush=True,
+        )
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "settings.txt"), "w", encoding="utf-8") as f:
+            f.write("".join(c + "\n" for c in changes))
     results = {}
     predict = make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
     with mesh_lib.activate(mesh, axis_rules):
@@ -352,11 +364,50 @@ def evaluate(
                 split=split,
                 step=step,
                 global_batch_size=eval_batch_size,
-                out_dir=os.path.join(workdir, "eval"),
+                out_dir=out_dir,
                 checkpoint=source,
                 predict=predict,
                 progress=progress,
             )
-    if jax.process_index() == 0:
+    if jax.process_index() == 0 and not changes:  # the run's own curves, its own settings
         run_log.write_eval_events(workdir, step, {s: out["metrics"] for s, out in results.items()})
     return results
+
+
+# Bindings that do not change what an evaluation predicts: training, the optimizer and its
+# schedule, the selection of parameters, how the evaluation is batched, laid out or shown.
+_NOT_COMPARED = (
+    "train.",
+    "train/",
+    "make_optimizer.",
+    "schedule.",
+    "trainable.",
+    "BatchEmaSelection.",
+    "recipe.",
+    "loader_workers.",
+    "initialize_distributed.",
+    "evaluate.progress",
+    "evaluate.eval_batch_size",
+    "evaluate.mesh_shape",
+    "evaluate.rules",
+)
+
+
+def eval_folder(workdir: str) -> tuple[str, list[str]]:
+    """Where an evaluation of `workdir` writes: `eval/`, or with settings other than the
+    run's config.gin (a decoding binding, another eval batch) `eval_<digest>/`, so results of
+    other settings never land over the run's own; and the differing bindings."""
+    import hashlib
+
+    from chartjax import workdir_lock
+
+    path = os.path.join(workdir, "config.gin")
+    if not os.path.exists(path):
+        return os.path.join(workdir, "eval"), []
+    with open(path, encoding="utf-8") as f:
+        changes = workdir_lock.config_changes(f.read(), gin.config_str())
+    changes = [c for c in changes if not c.split(":")[0].startswith(_NOT_COMPARED)]
+    if not changes:
+        return os.path.join(workdir, "eval"), []
+    digest = hashlib.sha1("\n".join(changes).encode()).hexdigest()[:8]
+    return os.path.join(workdir, f"eval_{digest}"), changes

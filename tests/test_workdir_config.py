@@ -182,3 +182,27 @@ def test_relative_paths_are_saved_resolved_and_compared_resolved(tmp_path, monke
     assert workdir_lock.config_changes(relative, saved) == []
     monkeypatch.chdir(tmp_path / "tfds")  # elsewhere, the same relative name is other data
     assert workdir_lock.config_changes(relative, saved) != []
+
+
+def test_an_evaluation_with_other_settings_writes_beside_the_runs_own(tmp_path, capsys):
+    """chartjax-eval with other bindings overwrote the run's eval/<split>/step_N/ (issue 44
+    item 4): results of other settings go to eval_<digest>/, named on stderr, the run's kept."""
+    workdir = tmp_path / "run"
+    argv = ["--gin_file", "tasks/t5_synthetic_smoke.gin", "--workdir", str(workdir)]
+    bindings = [f"--gin_bindings={b}" for b in SHORT]
+    assert train_cli.main([*argv, *bindings]) == 0
+    gin.clear_config()
+    assert eval_cli.main([*argv, *bindings, "--gin_bindings=evaluate.progress = False"]) == 0
+    own = sorted((workdir / "eval").rglob("metrics.json"))
+    assert own
+    before = {p: p.read_bytes() for p in own}
+    gin.clear_config()
+    capsys.readouterr()
+    other = "--gin_bindings=Decoding.max_decode_len = 3"
+    assert eval_cli.main([*argv, *bindings, other]) == 0
+    err = capsys.readouterr().err
+    (folder,) = [p for p in workdir.iterdir() if p.name.startswith("eval_")]
+    assert f"results go to {folder}/, not over the run's eval/" in err
+    assert (folder / "settings.txt").read_text() == "Decoding.max_decode_len: (unset) -> 3\n"
+    assert list(folder.rglob("metrics.json"))
+    assert {p: p.read_bytes() for p in own} == before  # the run's own results untouched
