@@ -136,7 +136,18 @@ def load_tfds(spec: str, task: str, data_dir: str | None) -> tuple[dict[str, dic
         pass
     from chartjax.data import tfds_records
 
-    builder = tfds.builder(name, data_dir=data_dir)
+    root = os.path.expanduser(data_dir or "~/tensorflow_datasets")  # TFDS's own default
+    looked = os.path.join(root, name.split("/")[0])
+    if not os.path.isdir(looked):  # else TFDS answers with its whole catalogue
+        raise ScoreError(
+            f"--references {spec}: no build of {name.split('/')[0]!r} under {root} (looked for "
+            f"{looked}): give its --data_dir, or build it with `tfds build "
+            f"tfds_builders/{name.split('/')[0]} --data_dir={root} ...`"
+        )
+    try:
+        builder = tfds.builder(name, data_dir=root)
+    except Exception as e:  # a config or version the build lacks: TFDS's message, one line
+        raise ScoreError(f"--references {spec}: {str(e).splitlines()[0]}") from None
     examples = tfds_records.split_examples(os.fspath(builder.data_path), split)
     provenance = catalog.data_provenance(task, os.fspath(builder.data_path), split)
     return tfds_rows(examples, task, split), split, provenance

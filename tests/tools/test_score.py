@@ -649,3 +649,20 @@ def test_chartcheck_test_two_from_a_build_names_its_test_set_and_compat_picks_th
         version = "reannotated_2024" if name == "release" else "paper_2023"
         assert libraries["chartcheck_test_two"].startswith(version)
         assert libraries["chartcheck_explanations"].startswith("matcha_test")
+
+
+def test_tfds_references_without_a_build_are_one_line(tmp_path, capsys):
+    """tfds:... references whose build is not under --data_dir (or TFDS's default) printed
+    TFDS's 460-line catalogue (issue 44 item 15): one line naming where it looked."""
+    pred = tmp_path / "p.jsonl"
+    pred.write_text('{"id": "a", "prediction": "x"}\n')
+    rc = score.main(["--task", "chartcheck", "--predictions", str(pred), "--references",
+                     "tfds:chartcheck:test_two", "--data_dir", str(tmp_path / "tfds"),
+                     "--out", str(tmp_path / "m.json")])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and (
+        f"no build of 'chartcheck' under {tmp_path / 'tfds'} (looked for "
+        f"{tmp_path / 'tfds' / 'chartcheck'}): give its --data_dir" in err
+    ), err
+    assert not (tmp_path / "m.json").exists()
