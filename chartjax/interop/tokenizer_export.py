@@ -29,6 +29,8 @@ SPIECE = "spiece.model"  # the name HF's T5Tokenizer reads
 SENTENCEPIECE_NAMES = ("sentencepiece.model", "spiece.model", "spm.model")
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
 PREPROCESSOR = "preprocessor_config.json"
+# The header font a Pix2Struct export with prompts (is_vqa) carries (matplotlib's DejaVu Sans).
+HEADER_FONT = "DejaVuSans.ttf"
 # HF's Pix2StructImageProcessor defaults; chartjax's own are the same but for the patch size,
 # which comes from the model.
 MAX_PATCHES = 2048
@@ -149,6 +151,14 @@ def write(out: str, cfg, inputs: Inputs, *, hf: bool) -> list[str]:
     if pix2struct:
         is_vqa = _write_preprocessor(out, cfg, inputs, copied=PREPROCESSOR in names)
         names.add(PREPROCESSOR)
+        if is_vqa and HEADER_FONT not in names:
+            # HF's processor renders headers in Arial downloaded from the Hub unless given a
+            # font: the export carries the one chartjax renders with (DejaVu Sans, whose
+            # licence allows redistribution), for `processor(..., font_path=<export>/...)`.
+            from chartjax.data import render
+
+            shutil.copyfile(render.default_font_path(), os.path.join(out, HEADER_FONT))
+            names.add(HEADER_FONT)
         if hf:
             cfg_file = os.path.join(out, "config.json")
             _write_json(cfg_file, {**_read_json(cfg_file), "is_vqa": is_vqa})

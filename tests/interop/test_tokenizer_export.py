@@ -6,6 +6,7 @@ chartjax-infer on exports)."""
 
 import json
 import os
+from unittest import mock
 
 import gin
 import numpy as np
@@ -118,7 +119,7 @@ def test_pix2struct_export_loads_in_hf_processor_with_chartjax_ids(
         *("--from", "t5x", "--to", "hf", p2s_t5x, out, "--vocab", spm_file),
         *("--is_vqa", "true", "--max_patches", "64"),
     )
-    assert line["files"] == P2S_FILES
+    assert line["files"] == sorted([*P2S_FILES, "DejaVuSans.ttf"])  # is_vqa: its header font
     assert (out / "spiece.model").read_bytes() == open(spm_file, "rb").read()
     assert read_json(out / "config.json")["is_vqa"] is True
 
@@ -137,6 +138,13 @@ def test_pix2struct_export_loads_in_hf_processor_with_chartjax_ids(
             assert tok.decode(ids, skip_special_tokens=True) == vocab.decode(ids), text
     model = transformers.Pix2StructForConditionalGeneration.from_pretrained(str(out))
     assert model.config.is_vqa is True
+    # HF renders headers in Arial fetched from the Hub unless given a font file (issue 44 item
+    # 23): the export carries one, and HF's own header renderer runs offline with it.
+    from transformers.models.pix2struct import image_processing_pil_pix2struct as hf_image
+
+    with mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}):
+        header = hf_image.render_text("Generate a table", font_path=str(out / "DejaVuSans.ttf"))
+    assert header.size[0] > 0 and np.asarray(header).min() == 0  # black text was drawn
 
 
 def test_t5_export_loads_in_auto_tokenizer_with_chartjax_ids(spm_file, tmp_path, capsys):
@@ -169,7 +177,7 @@ def test_a_run_export_carries_the_vocabulary_and_patches_of_its_config(
     for dst in ("hf", "chartjax"):
         out = tmp_path / dst
         line = convert(capsys, "--from", "chartjax", "--to", dst, workdir, out)
-        assert line["files"] == P2S_FILES
+        assert line["files"] == sorted([*P2S_FILES, "DejaVuSans.ttf"])  # DePlot: prompts
         pre = read_json(out / "preprocessor_config.json")
         assert (pre["is_vqa"], pre["max_patches"], pre["patch_size"]) == (
             True,
