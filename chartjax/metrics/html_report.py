@@ -1,12 +1,13 @@
 """report.html: one evaluation to look at, written next to metrics.json.
 
 The page holds the headline metrics (with their 95% confidence intervals where metrics.json has
-``<name>_ci95_low``/``_high``), the breakdown tables and plots (PNGs beside the report, linked by
-relative path), and a table of examples: chart thumbnail (where the row names an image), input,
+``<name>_ci95_low``/``_high``), the breakdown tables and plots (inline, as the PNGs beside the report), and a table of
+examples: chart thumbnail (where the row names an image), input,
 prediction, target and whether they match, with DePlot's predicted and true tables side by
 side. A text box and a match selector filter the rows (a few lines of vanilla JS). Nothing is
-fetched from the network: styles and script are inline, thumbnails are inline data: URIs (the
-first ``MAX_INLINE_THUMBNAILS``; later ones link the image by relative path).
+fetched from the network and nothing is linked by path, so a copy of the file elsewhere is
+whole: styles, script and plots are inline, thumbnails are inline data: URIs (the first
+``MAX_INLINE_THUMBNAILS`` rows with an image; later rows say so instead).
 
 "match" is the row's own ``correct`` field where it has one, else an exact match of prediction
 and target after collapsing whitespace and case (any of a list of targets); blank without a
@@ -184,6 +185,12 @@ def find_image(
     return None
 
 
+def _png_uri(path: str) -> str:
+    """A PNG file as a data: URI, so the report stays whole wherever it is copied."""
+    with open(path, "rb") as f:
+        return "data:image/png;base64," + base64.b64encode(f.read()).decode("ascii")
+
+
 def _thumbnail(path: str) -> tuple[str, int, int] | None:
     """(data: URI, width, height) of a PNG thumbnail, or None if the image cannot be read.
     A figure smaller than the box is shown enlarged to it (the size given is the display's)."""
@@ -340,11 +347,10 @@ def _example_rows(
                 inline += 1
                 uri, width, height = thumb
                 img = f'<img src="{uri}" width="{width}" height="{height}" alt="{alt}">'
-            elif image:
-                rel = os.path.relpath(os.path.abspath(image), report_dir).replace(os.sep, "/")
+            elif image:  # a link would break once the report is copied: self-contained or nothing
                 img = (
-                    f'<img src="{_esc(rel)}" alt="{alt}" loading="lazy" '
-                    f'style="max-width:{THUMBNAIL_PX}px;max-height:{THUMBNAIL_PX}px">'
+                    f"<span class='meta'>(thumbnails for the first {MAX_INLINE_THUMBNAILS} rows "
+                    "with an image)</span>"
                 )
             cells.append(f'<td class="thumb">{img}</td>')
         details = view.details(row) if view is not None and view.details else None
@@ -425,8 +431,7 @@ def write_report(
     if metrics_obj.get("step") is not None:
         title += f" @ step {metrics_obj['step']}"
     plot_imgs = [
-        f'<img src="{_esc(os.path.relpath(os.path.abspath(p), report_dir).replace(os.sep, "/"))}"'
-        f' alt="breakdown plot">'
+        f'<img src="{_png_uri(p)}" alt="breakdown plot">'
         for p in map(os.fspath, plots)
         if os.path.isfile(p)
     ]

@@ -123,7 +123,7 @@ def test_rendered_report_has_a_row_per_example_and_a_painted_thumbnail(tmp_path,
     path, rows = figureqa_report
     text = path.read_text()
     assert "http://" not in text and "https://" not in text  # nothing from the network
-    assert 'src="accuracy_by_group.png"' in text  # the plot beside it, by relative path
+    assert 'alt="breakdown plot"' in text and not re.search(r'src="(?!data:)', text)  # inline
     assert "0.6667" in text and "[0.2100, 0.9400]" in text  # headline metric with its CI
 
     dom = _run_chromium(tmp_path, path, "--dump-dom")
@@ -236,7 +236,8 @@ def test_score_cli_report_with_thumbnails_from_images(tmp_path):
     assert score.main(args) == 0
     text = (out.parent / "report.html").read_text()
     assert re.findall(r'data-match="(\w+)"', text) == ["ok", "wrong"]  # the missing one is wrong
-    assert text.count("data:image/png;base64,") == 1 and 'src="metrics.png"' in text
+    # the one thumbnail and the breakdown plot (metrics.png), both inline
+    assert text.count("data:image/png;base64,") == 2 and 'src="metrics.png"' not in text
     assert score.main([*args[:-1], "--report", str(tmp_path / "elsewhere.html")]) == 0
     assert (tmp_path / "elsewhere.html").exists()
 
@@ -401,3 +402,26 @@ def test_vacuous_rms_precision_is_marked_on_the_metric_and_the_row(tmp_path):
     # Without the view (another task) nothing is marked.
     plain = open(html_report.write_report(tmp_path / "p.html", obj, rows)).read()
     assert "vacuous" not in plain.split("</style>")[1]
+
+
+def test_a_copy_in_another_folder_is_whole(tmp_path, figureqa_report, monkeypatch):
+    """The breakdown plot and the thumbnails past the inline cap were relative links, broken in
+    a copy elsewhere (issue 44 item 19): every image of the copy paints in the browser."""
+    path, rows = figureqa_report
+    monkeypatch.setattr(html_report, "MAX_INLINE_THUMBNAILS", 2)  # the third row is past it
+    obj = json.loads(json.dumps(report.build_metrics(task="figureqa", split="v", step=1,
+                                                     num_examples=4, metrics={"accuracy": 0.5})))  # fmt: skip
+    html_report.write_report(path, obj, rows, plots=[path.parent / "accuracy_by_group.png"])
+    copy = tmp_path / "elsewhere" / "report.html"
+    copy.parent.mkdir()
+    shutil.copyfile(path, copy)
+    text = copy.read_text()
+    assert "(thumbnails for the first 2 rows with an image)" in text
+    assert not re.search(r'src="(?!data:)', text)
+    js = (
+        "window.addEventListener('load',function(){var im=Array.from(document.images);"
+        "document.body.setAttribute('data-painted',im.filter(function(i){"
+        "return i.complete&&i.naturalWidth>0;}).length+'/'+im.length);});"
+    )
+    dom = _run_chromium(tmp_path, _with_probe(copy, js), "--dump-dom")
+    assert re.search(r'data-painted="(\d+)/(\d+)"', dom).groups() == ("3", "3")  # plot + 2
