@@ -222,14 +222,19 @@ def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
 
 
 def test_beam_checks_the_messages_path_hint_when_the_pipeline_is_built(tmp_path):
-    """The skip-messages path is typed `str | os.PathLike`: Beam (2.78+) accepts the builder's
-    epath, pathlib's path and a string, and refuses anything else before running."""
+    """The skip-messages path is typed `str | os.PathLike`: Beam accepts the builder's epath,
+    pathlib's path and a string, and from 2.78 (which checks side arguments against the hints
+    when the pipeline is built) refuses anything else before running; 2.77 does not check."""
     root = str(CHART_INFO_DUMMY / "synthetic_2019")
     good = [tmp_path / "a.json", chart_info.epath.Path(tmp_path / "b.json"), str(tmp_path / "c")]
     for path in good:
         _ = beam.Pipeline() | chart_info.beam_examples("train", root, [("7", "a", "b")], True, path)
+    bad = beam.Pipeline()
+    if tuple(int(x) for x in beam.__version__.split(".")[:2]) < (2, 78):
+        _ = bad | chart_info.beam_examples("train", root, [("7", "a", "b")], True, 42)
+        return
     with pytest.raises(TypeCheckError, match="write_json"):
-        _ = beam.Pipeline() | chart_info.beam_examples("train", root, [("7", "a", "b")], True, 42)
+        _ = bad | chart_info.beam_examples("train", root, [("7", "a", "b")], True, 42)
 
 
 # ---------------------------------------------------------------------------------------------
