@@ -135,23 +135,13 @@ def resolve_relative_paths() -> None:
     rebind = []
     for (scope, selector), params in gin.config._CONFIG.items():
         for arg, value in params.items():
-            if (selector == "gin.macro" or arg in PATH_ARGS) and is_relative_path(value):
+            if (selector == "gin.macro" or arg in PATH_ARGS) and output_place.is_relative_path(
+                value
+            ):
                 key = f"{scope}/{selector}.{arg}" if scope else f"{selector}.{arg}"
                 rebind.append((key, os.path.abspath(value)))
     for key, value in rebind:
         gin.bind_parameter(key, value)
-
-
-def is_relative_path(value) -> bool:
-    """A string naming something that exists relative to the working directory."""
-    return (
-        isinstance(value, str)
-        and bool(value)
-        and not os.path.isabs(value)
-        and not value.startswith("~")
-        and "://" not in value
-        and os.path.exists(value)
-    )
 
 
 def check_required_macros(files) -> None:

@@ -34,3 +34,15 @@ def file_unwritable(path: str) -> str | None:
     if os.path.isdir(path):
         return f"{path} is a folder; give a file name"
     return unwritable(os.path.dirname(os.path.abspath(path)))
+
+
+def is_relative_path(value) -> bool:
+    """A string naming something that exists relative to the working directory."""
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and not os.path.isabs(value)
+        and not value.startswith("~")
+        and "://" not in value
+        and os.path.exists(value)
+    )

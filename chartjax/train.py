@@ -103,7 +103,7 @@ def _packing_bound() -> bool:
 
 def _lora_ignored(model_fn) -> bool:
     """Whether gin binds `build_model.lora` (peft/lora.gin) while the model comes from another
-    builder (the FigureQA / Chart-to-Text baselines'), which would never read it."""
+    builder (a baseline's own), which would never read it."""
     try:
         lora_bound = gin.query_parameter("build_model.lora") is not None
     except ValueError:

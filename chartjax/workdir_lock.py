@@ -281,7 +281,7 @@ def _bindings(text: str) -> dict[str, str]:
     read with gin's statement parser alone (the caller's gin configuration is left alone)."""
     from gin import config_parser
 
-    from chartjax import config as config_lib
+    from chartjax import output_place
 
     class Delegate(config_parser.ParserDelegate):
         def configurable_reference(self, scoped_name, evaluate):
@@ -295,7 +295,7 @@ def _bindings(text: str) -> dict[str, str]:
         if isinstance(st, config_parser.BindingStatement):
             key = ".".join(p for p in (st.selector, st.arg_name) if p)
             value = st.value
-            if config_lib.is_relative_path(value):  # a config.gin saved before paths resolved
+            if output_place.is_relative_path(value):  # a config.gin saved before paths resolved
                 value = os.path.abspath(value)
             out[f"{st.scope}/{key}" if st.scope else key] = repr(value)
     return out

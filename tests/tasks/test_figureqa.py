@@ -111,7 +111,8 @@ def test_two_steps_then_metrics_json(tmp_path, data_dir, recipe):
     ]
     assert {"train/loss", "eval/validation1/macro_f1"} <= set(scalars)
     html = (mdir / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 2  # the one figure of both questions
+    # the one figure of both questions, and the breakdown plot (inline: the report is whole)
+    assert html.count("data:image/png;base64,") == 3 and 'alt="breakdown plot"' in html
     assert "<td>1: Is X the maximum?</td>" in html
 
 

@@ -112,4 +112,4 @@ def test_a_split_without_answers_is_predicted_and_scorable(workdir, tmp_path, ca
     assert html.count("<td>yes</td>") + html.count("<td>no</td>") == 3
     labelled = (run / "eval" / "validation1" / "step_2" / "report.html").read_text()
     assert "1: Is X the maximum?" in labelled  # the question_template breakdown, as text
-    assert labelled.count("data:image/png;base64,") == 2
+    assert labelled.count("data:image/png;base64,") == 3  # two figures and the breakdown plot
