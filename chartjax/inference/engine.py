@@ -225,12 +225,13 @@ class Engine:
             if not os.path.exists(vocab):
                 raise InputError(f"vocabulary file not found: {vocab}")
         loc = formats.locate(os.path.expanduser(str(path)), format)
-        own, where = checkpoint_settings(loc)
+        run = formats.run_inputs(loc)  # the run's config.gin, read once
+        own, where = checkpoint_settings(loc, run)
         dtype = resolve(settings, own, where).dtype
         if dtype == "auto":
             dtype = "bfloat16" if jax.default_backend() in ("gpu", "tpu") else "float32"
         cfg = formats.read_config(loc, dtype=dtype)
-        spec = catalog.inference(task or default_task(cfg, formats.run_inputs(loc), loc.path))
+        spec = catalog.inference(task or default_task(cfg, run, loc.path))
         check_family(cfg, spec, loc.path)
         tokenizer = vocab or formats.vocabulary(loc)  # its files, or its run's config.gin's
         if tokenizer is None:

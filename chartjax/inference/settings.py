@@ -82,15 +82,14 @@ class Resolved:
             raise AttributeError(name) from None
 
 
-def checkpoint_settings(loc) -> tuple[dict, str]:
+def checkpoint_settings(loc, run: dict) -> tuple[dict, str]:
     """The settings a checkpoint carries and where they are written: a train run's config.gin
-    (Features.max_patches / max_input_len / header_font_size, Decoding.*), an HF export's
-    preprocessor_config.json (`max_patches`)."""
+    (`run`, as formats.run_inputs reads it: Features.max_patches / max_input_len /
+    header_font_size, Decoding.*), an HF export's preprocessor_config.json (`max_patches`)."""
     import json
 
     from chartjax.interop import formats
 
-    run = formats.run_inputs(loc)
     if run:
         keep = {k: v for k, v in run.items() if k in DEFAULTS and v is not None}
         return keep, f"its run's config.gin ({formats.run_config_file(loc)})"

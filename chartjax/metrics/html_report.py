@@ -315,7 +315,6 @@ def _table_html(text: Any) -> str:
 def _example_rows(
     rows: Sequence[Mapping[str, Any]],
     *,
-    report_dir: str,
     image_for: Callable[[Mapping[str, Any]], str | None] | None,
     tables: bool,
     view: RowView | None,
@@ -418,15 +417,12 @@ def write_report(
         they are.
     """
     path = os.fspath(path)
-    report_dir = os.path.dirname(os.path.abspath(path))
     rows = list(rows)
     shown = rows[:max_rows]
     task = str(metrics_obj.get("task", ""))
     if tables is None:
         tables = task.startswith("deplot")
-    body, with_thumbs = _example_rows(
-        shown, report_dir=report_dir, image_for=image_for, tables=tables, view=view
-    )
+    body, with_thumbs = _example_rows(shown, image_for=image_for, tables=tables, view=view)
     title = f"{task} {metrics_obj.get('split', '')}"
     if metrics_obj.get("step") is not None:
         title += f" @ step {metrics_obj['step']}"
