@@ -26,7 +26,7 @@ class _TinyHfCheckpoints(dict):
         self.root = root
 
     def __missing__(self, family: str) -> str:
-        from chartjax.interop import tiny_hf
+        from chartjax.testing import tiny_hf
 
         seed = 7 + ("deberta", "tapas", "bart").index(family)
         self[family] = tiny_hf.tiny_checkpoint(family, str(self.root / family), seed=seed)

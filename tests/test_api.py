@@ -138,7 +138,7 @@ def test_errors_name_what_is_missing(ckpts, vocab_file):
 
 def test_classifier_predictions_equal_chartjax_infer(tmp_path, capsys):
     pytest.importorskip("transformers")
-    from chartjax.interop import tiny_hf
+    from chartjax.testing import tiny_hf
 
     ckpt = tiny_hf.tiny_checkpoint("deberta", str(tmp_path / "deberta"))
     rows = [

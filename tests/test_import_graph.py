@@ -31,6 +31,36 @@ GIN_FREE_MODULES = ("chartjax.sharding",)
 GIN_EDGE = ("chartjax.models.configurables",)
 FORBIDDEN = ("gin", "tensorflow", "tensorflow_datasets")
 
+# The layer order of docs/design.md §2, lowest first: a module imports only from its own layer
+# or a lower one (0 arrows back up). A module is placed by its longest listed prefix; a new
+# top-level module must be placed here (test_every_module_has_a_layer).
+LAYERS = (
+    (
+        "base",
+        "chartjax.version chartjax.file_modes chartjax.sharding chartjax.mesh chartjax.quiet "
+        "chartjax.host_memory chartjax.output_place chartjax.workdir_lock chartjax.config_checks "
+        "chartjax.checkpoint chartjax.optim chartjax.recipe chartjax.plots chartjax.profiling "
+        "chartjax.report_figures",
+    ),
+    ("data", "chartjax.data"),
+    ("metrics", "chartjax.metrics"),
+    ("models", "chartjax.models"),
+    ("synth", "chartjax.synth"),
+    ("builders", "tfds_builders"),
+    ("interop", "chartjax.interop"),
+    ("support", "chartjax.testing"),
+    ("tasks", "chartjax.tasks"),
+    (
+        "loop",
+        "chartjax.state chartjax.trainable chartjax.selection chartjax.init_checkpoint "
+        "chartjax.run_log chartjax.evaluate chartjax.train",
+    ),
+    ("config", "chartjax.gin_imports chartjax.config chartjax.gin_configs"),
+    ("inference", "chartjax.inference"),
+    ("api", "chartjax.api chartjax"),
+    ("tools", "chartjax.tools"),
+)
+
 
 def find_modules(root: Path, trees: dict[str, str]) -> dict[str, Path]:
     """Dotted module name -> file, for every .py file under the source folders."""
@@ -200,3 +230,67 @@ def test_models_and_sharding_import_neither_gin_nor_tensorflow():
     )
     assert run.returncode == 0, run.stderr
     assert "FORBIDDEN []" in run.stdout, run.stdout
+
+
+def layer_of(module: str, layers=LAYERS) -> int | None:
+    """The index in `layers` of the longest prefix of `module` (None: not placed)."""
+    best, best_len = None, -1
+    for i, (_, prefixes) in enumerate(layers):
+        for prefix in prefixes.split():
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = i, len(prefix)
+    return best
+
+
+def back_arrows(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import from a lower layer up to a higher one, as `a (layer) -> b (layer)`."""
+    out = []
+    for module, targets in graph.items():
+        if module.endswith("_test"):  # a builder's test beside it (TFDS's convention): a test
+            continue
+        here = layer_of(module, layers)
+        for target in sorted(targets):
+            there = layer_of(target, layers)
+            if here is not None and there is not None and there > here:
+                out.append(f"{module} ({layers[here][0]}) -> {target} ({layers[there][0]})")
+    return sorted(out)
+
+
+def test_back_arrows_are_found_on_a_made_up_graph():
+    layers = (("low", "pkg.low"), ("high", "pkg.high pkg"))
+    graph = {"pkg.low.a": {"pkg.high.b"}, "pkg.high.b": {"pkg.low.a"}, "pkg": {"pkg.low.a"}}
+    assert layer_of("pkg.low.a", layers) == 0 and layer_of("pkg", layers) == 1
+    assert layer_of("other", layers) is None
+    assert back_arrows(graph, layers) == ["pkg.low.a (low) -> pkg.high.b (high)"]
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in import_graph() if layer_of(m) is None)
+    assert not unplaced, f"place these in LAYERS (and docs/design.md §2): {unplaced}"
+
+
+def test_imports_run_down_the_layers_only():
+    arrows = back_arrows(import_graph())
+    assert not arrows, f"{len(arrows)} import(s) against the layer order:\n  " + "\n  ".join(arrows)
+
+
+def test_design_doc_states_the_layer_order():
+    """docs/design.md writes the same order, lowest first, as `layer: prefixes` lines."""
+    text = (REPO / "docs" / "design.md").read_text()
+    block = text.split("<!-- layers: begin -->")[1].split("<!-- layers: end -->")[0]
+    written = [line.strip("` ").split(":", 1) for line in block.strip().splitlines()[1:-1]]
+    assert [(name.strip(), " ".join(p.split())) for name, p in written] == [
+        (name, " ".join(p.split())) for name, p in LAYERS
+    ]
+
+
+def test_only_tests_and_benchmarks_import_the_support_package():
+    graph = import_graph()
+    users = sorted(
+        m
+        for m, targets in graph.items()
+        if any(t.startswith("chartjax.testing") for t in targets)
+        and not m.startswith(("chartjax.testing", "chartjax.tools.bench", "chartjax.tools.gpu"))
+    )
+    assert "chartjax.testing.tiny_hf" in graph
+    assert not users, f"product modules importing test support (chartjax/testing): {users}"

@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 
-from chartjax.interop import tiny_hf
+from chartjax.testing import tiny_hf
 from chartjax.tools import convert_checkpoint
 from chartjax.tools import infer as infer_cli
 from tests.data.tokenizer_texts import CLAIMS, TABLES

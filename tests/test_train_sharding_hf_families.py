@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from chartjax.data import sources
-from chartjax.interop import tiny_hf
+from chartjax.testing import tiny_hf
 from chartjax.models import bart, deberta, losses, tapas
 from chartjax.tasks import text_classification
 from chartjax.tasks.task import Task

@@ -12,6 +12,9 @@ for chartjax.models.vgg16.
   26,28}.{weight,bias}` are the 13 convs (the other indices are ReLUs and pools), OIHW kernels;
   the classifier keys are ignored. Its inputs are 'torch' normalised. Reading it needs torch
   (the `hf` extra).
+
+`build` makes the model with the weights read here; gin names it `vgg16.build`
+(chartjax/interop/configurables.py), the name earlier runs' config.gin use.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from flax import nnx
+
+from chartjax.models import vgg16
 
 KERAS_LAYERS = tuple(
     f"block{b}_conv{c}" for b, n in enumerate((2, 2, 3, 3, 3), start=1) for c in range(1, n + 1)
@@ -135,3 +141,20 @@ def _check_chain(pairs, path, expected) -> None:
                 f"{path}: {name} kernel {k.shape}, but the model (VGG16Config.widths) needs "
                 f"{tuple(ks)}"
             )
+
+
+def build(cfg: vgg16.VGG16Config = vgg16.VGG16Config(), rngs: nnx.Rngs | None = None):
+    """The model with the VGG-16 weights of `cfg.weights_path` (read on every build: the train
+    loop builds the model for its shapes and again, jitted, for its initial state)."""
+    # A recipe's unbound `VGG16_WEIGHTS = %gin.REQUIRED` arrives as gin's sentinel, not a str.
+    if not isinstance(cfg.weights_path, str) or not cfg.weights_path:
+        raise ValueError(
+            'VGG16Config.weights_path is required (the recipes: --gin_bindings="VGG16_WEIGHTS='
+            "'/path'\"): the ImageNet VGG-16 weights, Keras's "
+            "vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5 or torchvision's "
+            "vgg16-397923af.pth"
+        )
+    expected = [k for k, _ in vgg16.layer_shapes(cfg.widths)]
+    weights, fmt = load(cfg.weights_path, cfg.weights_format, expected)
+    mode = cfg.preprocessing if cfg.preprocessing != "auto" else PREPROCESSING[fmt]
+    return vgg16.VGG16CNNLSTM(cfg, weights, mode, rngs=rngs or nnx.Rngs(0))

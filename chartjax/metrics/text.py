@@ -18,9 +18,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from statistics import fmean
 
+from chartjax.data.table_records import records_from_table
 from chartjax.metrics.cider import cider, ptb_tokenize
 from chartjax.metrics.classification import group_by
-from chartjax.metrics.content_selection import content_selection_score, records_from_table
+from chartjax.metrics.content_selection import content_selection_score
 from chartjax.metrics.nltk_resources import NltkDataMissing, ensure_nltk_data, word_tokenize
 from chartjax.metrics.scores import Scores, as_reference_lists
 from chartjax.metrics.text_models import (

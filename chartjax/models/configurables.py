@@ -7,7 +7,8 @@ gin files `import chartjax.models.configurables` and bind
 - `RNConfig.*` with `train.model_fn = @relation_network.build`,
   `relation_network.build.cfg = @RNConfig()` (the FigureQA baselines);
 - `DebertaConfig.*` / `TapasConfig.*` / `BartConfig.*` the same way, or
-  `build_model.config = @hf_model_config()` with `hf_model_config.path = <HF checkpoint dir>`:
+  `build_model.config = @hf_model_config()` with `hf_model_config.path = <HF checkpoint dir>`
+  (registered by chartjax/interop/configurables.py, which reads the checkpoint's files):
   the model exactly as that checkpoint's config.json describes it (its size and family, its
   classifier head), the way the DeBERTa / TAPAS / BART recipes start from official weights;
 - `build_model.lora = @LoraConfig()` and `LoraConfig.*`: LoRA adapters on any of those
@@ -50,9 +51,9 @@ build_relation_network = gin.external_configurable(
     relation_network.build, name="build", module="chartjax.models.relation_network"
 )
 # FigureQA's CNN+LSTM on VGG-16 features: `train.model_fn = @vgg16.build`,
-# `vgg16.build.cfg = @VGG16Config()`.
+# `vgg16.build.cfg = @VGG16Config()`; `vgg16.build` reads the weights file, so it is registered
+# by chartjax/interop/configurables.py (models import nothing from interop).
 VGG16Config = gin.external_configurable(vgg16.VGG16Config, module="chartjax.models.vgg16")
-build_vgg16 = gin.external_configurable(vgg16.build, name="build", module="chartjax.models.vgg16")
 
 
 BUILDERS = (
@@ -78,12 +79,3 @@ def build_model(
             return model if lora is None else lora_lib.apply(model, lora, rngs)
     raise TypeError(f"build_model: unsupported config type {type(config).__name__}")
 
-
-@gin.configurable(module="chartjax.models")
-def hf_model_config(path=gin.REQUIRED, dtype: str = "bfloat16", overrides=None):
-    """The chartjax config of the HF checkpoint directory `path` (its config.json: family,
-    size, classifier head; unsupported fields are refused naming them), with activations in
-    `dtype` and the fields of `overrides` (a dict, e.g. {"hidden_dropout_prob": 0.0}) replaced."""
-    from chartjax.interop import saved_gin
-
-    return saved_gin.hf_model_config(path, dtype=dtype, overrides=overrides)

@@ -202,21 +202,3 @@ class VGG16CNNLSTM(nnx.Module):
         q = self.question(batch["question_tokens"], batch["question_length"])
         return self.f(jnp.concatenate([img, q], -1), train=train)
 
-
-def build(cfg: VGG16Config = VGG16Config(), rngs: nnx.Rngs | None = None) -> VGG16CNNLSTM:
-    """The model with the VGG-16 weights of `cfg.weights_path` (read on every build: the train
-    loop builds the model for its shapes and again, jitted, for its initial state)."""
-    from chartjax.interop import vgg16_weights
-
-    # A recipe's unbound `VGG16_WEIGHTS = %gin.REQUIRED` arrives as gin's sentinel, not a str.
-    if not isinstance(cfg.weights_path, str) or not cfg.weights_path:
-        raise ValueError(
-            'VGG16Config.weights_path is required (the recipes: --gin_bindings="VGG16_WEIGHTS='
-            "'/path'\"): the ImageNet VGG-16 weights, Keras's "
-            "vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5 or torchvision's "
-            "vgg16-397923af.pth"
-        )
-    expected = [k for k, _ in layer_shapes(cfg.widths)]
-    weights, fmt = vgg16_weights.load(cfg.weights_path, cfg.weights_format, expected)
-    mode = cfg.preprocessing if cfg.preprocessing != "auto" else vgg16_weights.PREPROCESSING[fmt]
-    return VGG16CNNLSTM(cfg, weights, mode, rngs=rngs or nnx.Rngs(0))

@@ -22,7 +22,7 @@ import random
 from collections.abc import Sequence
 
 from chartjax.data import tables
-from chartjax.metrics.content_selection import records_from_table
+from chartjax.data.table_records import records_from_table
 
 SUBJECTS = (
     "Acme",

@@ -46,9 +46,9 @@ import gin
 import numpy as np
 
 from chartjax.data import sources, tables
+from chartjax.data.table_records import records_from_table
 from chartjax.metrics import prediction_files
 from chartjax.metrics.chart_to_text import chart_to_text_scores
-from chartjax.metrics.content_selection import records_from_table
 from chartjax.metrics.prediction_files import TEXT, TEXTS, check_fields, field_of
 from chartjax.tasks import ocr_boxes, seq2seq
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from chartjax.data import bpe, vocab
-from chartjax.interop import tiny_hf
+from chartjax.testing import tiny_hf
 from tests.data.tokenizer_texts import CLAIMS, SUMMARIES, TABLES
 
 transformers = pytest.importorskip("transformers")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from chartjax.data import classifier_inputs as ci
-from chartjax.interop import tiny_hf
+from chartjax.testing import tiny_hf
 from tests.data.tokenizer_texts import CLAIMS, SUMMARIES, TABLES
 
 transformers = pytest.importorskip("transformers")

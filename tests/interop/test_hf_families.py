@@ -11,7 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from chartjax.interop import formats, hf, tiny_hf
+from chartjax.interop import formats, hf
+from chartjax.testing import tiny_hf
 from chartjax.tools import convert_checkpoint
 
 torch = pytest.importorskip("torch")

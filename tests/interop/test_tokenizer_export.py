@@ -16,10 +16,11 @@ from flax import nnx
 from chartjax import checkpoint as ckpt_lib
 from chartjax import config as config_lib
 from chartjax.data.vocab import Vocabulary
-from chartjax.interop import formats, sentencepiece_json, t5x, tiny_hf
+from chartjax.interop import formats, sentencepiece_json, t5x
 from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
 from chartjax.models import tiny
+from chartjax.testing import tiny_hf
 from chartjax.tools import convert_checkpoint, train_vocab
 
 pytest.importorskip("safetensors")

@@ -2,11 +2,11 @@
 
 import pytest
 
+from chartjax.data.table_records import records_from_table
 from chartjax.metrics.content_selection import (
     content_selection,
     content_selection_score,
     cs_records,
-    records_from_table,
 )
 
 DATA = "Year|2020|x|line_chart Sales|45|y|line_chart"

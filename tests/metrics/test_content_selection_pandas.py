@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chartjax.metrics.content_selection import pandas_column, pandas_header, records_from_table
+from chartjax.data.table_records import pandas_column, pandas_header, records_from_table
 
 pd = pytest.importorskip("pandas")
 

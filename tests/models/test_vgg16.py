@@ -62,7 +62,9 @@ def test_frozen_through_a_train_step(tmp_path):
     mesh = jax.make_mesh((jax.device_count(),), ("data",))
     rules = mesh_lib.axis_rules("data_parallel")
     tx = optax.adam(1e-2)
-    spec, init = state_lib.create(lambda rngs: vgg16.build(cfg, rngs), tx, mesh, rules, seed=0)
+    spec, init = state_lib.create(
+        lambda rngs: vgg16_weights.build(cfg, rngs), tx, mesh, rules, seed=0
+    )
     state = init()
     # The 13 convs are model_state, not params: the optimizer has no moments for them.
     assert "vgg" not in state["params"] and "vgg" in state["model_state"]
@@ -113,4 +115,4 @@ def test_missing_weights_path_is_refused():
     import pytest
 
     with pytest.raises(ValueError, match="VGG16Config.weights_path is required"):
-        vgg16.build(vgg16.VGG16Config())
+        vgg16_weights.build(vgg16.VGG16Config())

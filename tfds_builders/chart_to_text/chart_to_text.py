@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 from absl import logging
 
+from chartjax.data.table_records import records_from_table
 from chartjax.data.tables import linearize
-from chartjax.metrics.content_selection import records_from_table
 from tfds_builders.common import input_fingerprint, record_format
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png

@@ -12,8 +12,8 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from chartjax.data import tfds_records
+from chartjax.data.table_records import records_from_table
 from chartjax.data.tables import linearize
-from chartjax.metrics.content_selection import records_from_table
 from tfds_builders.chart_to_text import sources
 from tfds_builders.chart_to_text.chart_to_text import Builder
 from tfds_builders.common.bad_input import BadInputError, read_skip_report

@@ -100,7 +100,7 @@ def featurize(charts, vocab, shapes):
 
 
 def cs_data(chart) -> str:
-    from chartjax.metrics.content_selection import records_from_table
+    from chartjax.data.table_records import records_from_table
 
     return records_from_table(chart["header"], chart["rows"])
 

@@ -4,7 +4,7 @@
         [--seq_len 128] [--hidden 256] [--layers 4] [--heads 4] [--out bench_classify.json]
 
 A random DeBERTa-v3-style (or TAPAS) classifier of the given size is written as a HF checkpoint
-with its own tokenizer files (chartjax/interop/tiny_hf.py); `--examples` claim/table rows go to a
+with its own tokenizer files (chartjax/testing/tiny_hf.py); `--examples` claim/table rows go to a
 JSONL file. Side A is `chartjax-infer --task classify` in this process (chartjax.tools.infer.run with the
 CLI's parsed flags: checkpoint and tokenizer loading, featurization, batched jitted forward,
 predictions.jsonl), side B the same job in HF PyTorch (`from_pretrained`, the same HF tokenizer
@@ -123,7 +123,7 @@ def main(argv=None) -> dict:
 
     import torch
 
-    from chartjax.interop import tiny_hf
+    from chartjax.testing import tiny_hf
     from chartjax.tools import infer as infer_cli
 
     torch.set_num_threads(a.threads)
