@@ -43,8 +43,9 @@ def load(
     folder, or its workdir (the latest step); a LoRA run's adapters merged into its weights.
 
     task: a `chartjax-infer --task` name; default: `classify` for DeBERTa / TAPAS, `text` for
-      T5 / BART, for an image model the task of the run that trained it (DePlot, ChartCheck),
-      else it must be given (deplot, chartqa, chartcheck, caption, summary).
+      T5 / BART, for an image model the task of the run that trained it (DePlot, ChartCheck;
+      FigureQA's baselines answer "yes" / "no"), else it must be given (deplot, chartqa,
+      chartcheck, caption, summary).
     vocab: the tokenizer (a SentencePiece model or a directory of tokenizer files); default: the
       checkpoint's own, or the one its run's config.gin names.
     dtype: "float32", "bfloat16", or "auto" (bfloat16 on GPU/TPU, float32 on CPU).

@@ -41,6 +41,21 @@ from chartjax.metrics import html_report, prediction_files, report
 from chartjax.tasks import catalog, report_views
 from chartjax.tasks.task import Task
 
+# A split may be a TFDS slice (`train[95%:]`, `validation1[:10%]`): its folder under eval/
+# keeps only characters that need no quoting in a shell and no escaping in a file:// link.
+_SPLIT_FOLDER_SUBS = (("%", "pct"), ("[", "_"), (":", "_"), ("]", ""))
+_NOT_FOLDER_SAFE = re.compile(r"[^\w.+-]", re.ASCII)
+
+
+def split_folder(split: str) -> str:
+    """The folder of `split` under eval/: a plain split name as it is, a slice made safe
+    (`train[95%:]` -> `train_95pct_`, `train[:95%]` -> `train__95pct`). metrics.json keeps the
+    split as given, and the readers (plots, paper_tables) take it from there, so runs written
+    before (`eval/train[95%:]/`) read as before."""
+    for old, new in _SPLIT_FOLDER_SUBS:
+        split = split.replace(old, new)
+    return _NOT_FOLDER_SAFE.sub("_", split)
+
 
 def make_predict_fn(model_def, task, state_shardings, mesh):
     """The jitted prediction step; build it once per run so evaluations reuse the compile."""
@@ -92,8 +107,8 @@ def evaluate_split(
     progress: bool = True,
     loss_fn=None,
 ) -> dict:
-    """Predicts `split`, scores it and writes `<out_dir>/<split>/step_<step>/` (metrics.json,
-    predictions.jsonl, plots, report.html). Returns {"metrics", "breakdowns", "unavailable",
+    """Predicts `split`, scores it and writes `<out_dir>/<split_folder(split)>/step_<step>/`
+    (metrics.json, predictions.jsonl, plots, report.html). Returns {"metrics", "breakdowns", "unavailable",
     "num_examples", "predictions_only", "dir"} on process 0, {"metrics": {}} elsewhere.
 
     `loss_fn` (make_loss_fn): also the teacher-forced loss per target token over the split,
@@ -112,7 +127,9 @@ def evaluate_split(
         file=sys.stderr,
         dynamic_ncols=True,
         mininterval=1.0,
-        leave=False,  # the results are logged once it is done
+        # Left at 100% when it is the only bar (chartjax-eval, a run's final evaluation);
+        # cleared under the training bar of a periodic evaluation.
+        leave=None,
         disable=not progress or pid != 0,
     )
     for batch in bar:
@@ -140,7 +157,7 @@ def evaluate_split(
         scores.metrics[LOSS] = loss_sum / max(loss_tokens, 1.0)
     # Nothing scored and no target anywhere: a split without answers, predicted only.
     predictions_only = not scores.metrics and not any("target" in r for r in rows)
-    split_dir = os.path.join(out_dir, split, f"step_{step}")
+    split_dir = os.path.join(out_dir, split_folder(split), f"step_{step}")
     os.makedirs(split_dir, exist_ok=True)
     obj = report.build_metrics(
         task=task.name,
@@ -171,9 +188,10 @@ def evaluate_split(
     view = report_views.for_task(task.name)
     figures = None
     if view is not None and view.image_stem is not None:
-        stems = {view.image_stem(r) for r in rows[: html_report.MAX_ROWS]} - {None}
+        # only the rows whose thumbnails the report inlines
+        stems = {view.image_stem(r) for r in rows[: html_report.MAX_INLINE_THUMBNAILS]} - {None}
         figures = report_figures.write_figures(
-            task.source, split, stems, os.path.join(out_dir, ".figures", split)
+            task.source, split, stems, os.path.join(out_dir, ".figures", split_folder(split))
         )
     html_report.write_report(
         os.path.join(split_dir, "report.html"),
@@ -221,7 +239,7 @@ def _num_batches(task: Task, split: str, local: int, pid: int, nproc: int) -> in
 def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict:
     if jax.process_count() == 1:
         return cols
-    parts = os.path.join(out_dir, ".parts", f"{split}_{step}")
+    parts = os.path.join(out_dir, ".parts", f"{split_folder(split)}_{step}")
     os.makedirs(parts, exist_ok=True)
     # tf.data hands strings over as object arrays of bytes; .npz keeps them without pickle only
     # as fixed-width bytes.

@@ -11,6 +11,7 @@ evaluate, NaN guard, SIGTERM / Ctrl-C) -> close.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -81,6 +82,44 @@ def make_train_step(
     return train_step
 
 
+def jit_train_step(spec, task: Task, tx, sched, labels, mesh) -> Callable:
+    """`make_train_step` jitted over the sharded state (donated) and a global batch."""
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return jax.jit(
+        make_train_step(spec.model_def, task, tx, sched, labels),
+        in_shardings=(spec.shardings, None),
+        out_shardings=(spec.shardings, replicated),
+        donate_argnums=0,
+    )
+
+
+def compile_step(task: Task, spec, step_fn, mesh, axis_rules, global_batch_size, seed) -> dict:
+    """`train.compile_only`: `step_fn` lowered and compiled at the state's shapes and one real
+    training batch (the pipeline's first, featurized as training would), then XLA's analysis
+    of it (profiling.compile_report: per device). Nothing runs on the device."""
+    pid, nproc = jax.process_index(), jax.process_count()
+    host = pipeline.train_batches(task, global_batch_size, seed, 0, pid, nproc)
+    batch = pipeline.to_global(next(iter(host)), mesh, axis_rules, task.model_inputs)
+    with mesh_lib.activate(mesh, axis_rules):
+        t0 = time.perf_counter()
+        lowered = step_fn.lower(spec.abstract, batch)
+        t1 = time.perf_counter()
+        compiled = lowered.compile()
+        t2 = time.perf_counter()
+    return {
+        "task": task.name,
+        "global_batch_size": global_batch_size,
+        "batch_shapes": {k: list(v.shape) for k, v in batch.items()},
+        "mesh": dict(mesh.shape),
+        "devices": jax.device_count(),
+        "device_kind": jax.devices()[0].device_kind,
+        "parameters": state_lib.num_params(spec.abstract),
+        "lower_s": t1 - t0,
+        "compile_s": t2 - t1,
+        **profiling.compile_report(compiled),
+    }
+
+
 def _all_finite(tree) -> jax.Array:
     return jnp.all(
         jnp.stack(
@@ -137,6 +176,7 @@ def train(
     init_path: str | None = None,
     progress: bool = True,
     profile_steps: tuple[int, int] | None = None,
+    compile_only: bool = False,
 ) -> dict:
     """Trains `model_fn` on `task`; returns the last logged metrics (and eval results).
 
@@ -154,7 +194,13 @@ def train(
 
     `profile_steps = (first, last)` writes a profiler trace of those updates to
     `<workdir>/profile/` (chartjax/profiling.py). Logged rows carry `tflops_per_s_per_device`,
-    `mfu` where the device's peak is known, and `peak_memory_gb` on GPU/TPU.
+    `mfu` where the device's peak is known, and `peak_memory_gb` on GPU/TPU; and the loop's own
+    timing (chartjax/profiling.py's StepClock): `step_s`, `input_wait_s`, `input_wait_fraction`,
+    and `compile_s` / `first_batch_s` in the first row of a start or resume.
+
+    `compile_only`: build the model and the sharded step, compile it at the shapes of one real
+    training batch, write XLA's memory analysis and FLOPs to `<workdir>/compile_only.json` and
+    return (`stop_reason` "compile_only"): no training, no checkpoint, no workdir lock.
     """
     # ---------------------------------------------------------------- settings ---------
     # Checked before anything is built or written: a zero period would divide by zero
@@ -176,6 +222,7 @@ def train(
         "init_format": (init_format, checks.one_of(init_checkpoint.FORMATS, "init format")),
         "progress": (progress, checks.boolean),
         "profile_steps": (profile_steps, checks.optional(checks.step_range)),
+        "compile_only": (compile_only, checks.boolean),
     }
     if isinstance(task, str):  # else a Task the caller built
         settings["task"] = (task, checks.one_of(catalog.TASKS, "task"))
@@ -193,7 +240,8 @@ def train(
     the_task = catalog.get_task(task) if isinstance(task, str) else task
     # A dataset that is not built (or lacks a split) is one line, before the model is built.
     train_split = getattr(the_task.source, "train_split", None)
-    eval_splits = tuple(the_task.eval_splits) if final_eval or eval_every else ()
+    evaluates = (final_eval or eval_every) and not compile_only
+    eval_splits = tuple(the_task.eval_splits) if evaluates else ()
     eval_lib.check_data(
         the_task, ((train_split,) if train_split else ()) + eval_splits, flag="split"
     )
@@ -215,10 +263,12 @@ def train(
         )
     # ---------------------------------------------------------------- workdir lock -----
     log = RunLog(workdir, enabled=pid == 0)
-    # The lock comes before anything is written; released however the run ends.
-    with workdir_lock.hold(
+    # The lock comes before anything is written; released however the run ends. compile_only
+    # takes none: it writes one report and may look at the step of a workdir in use.
+    lock = workdir_lock.hold(
         workdir, gin.config_str(), allow_config_change=allow_config_change, warn=log.warning
-    ):
+    )
+    with contextlib.nullcontext() if compile_only else lock:
         # ------------------------------------------------------------ mesh -------------
         mesh = mesh_lib.make_mesh(mesh_shape)
         axis_rules = mesh_lib.axis_rules(rules)
@@ -238,6 +288,24 @@ def train(
         labels = trainable_lib.model_labels(model_fn)
         tx = trainable_lib.wrap(tx, labels)
         spec, init_fn = state_lib.create(model_fn, tx, mesh, axis_rules, seed)
+        if compile_only:  # before the checkpointer, which would make checkpoints/
+            step_fn = jit_train_step(spec, the_task, tx, sched, labels, mesh)
+            if flops_per_example == "auto":
+                flops_per_example = flops.for_task(model_fn, the_task.lengths)
+            report = compile_step(
+                the_task, spec, step_fn, mesh, axis_rules, global_batch_size, seed
+            )
+            if flops_per_example:  # the analytic count (matmuls only), per device and step
+                report["analytic_flops"] = flops_per_example * global_batch_size / mesh.size
+            profiling.write_compile_report(workdir, report, log.info)
+            log.close()
+            return {
+                "step": 0,
+                "train": {},
+                "eval": {},
+                "stop_reason": "compile_only",
+                "compile": report,
+            }
         ckpt = ckpt_lib.Checkpointer(
             workdir,
             keep=keep_checkpoints,
@@ -292,12 +360,7 @@ def train(
 
         # ------------------------------------------------------------ jitted step ------
         replicated = NamedSharding(mesh, PartitionSpec())
-        step_fn = jax.jit(
-            make_train_step(spec.model_def, the_task, tx, sched, labels),
-            in_shardings=(spec.shardings, None),
-            out_shardings=(spec.shardings, replicated),
-            donate_argnums=0,
-        )
+        step_fn = jit_train_step(spec, the_task, tx, sched, labels, mesh)
         finite_fn = jax.jit(_all_finite, out_shardings=replicated)
         predict_fn = eval_lib.make_predict_fn(spec.model_def, the_task, spec.shardings, mesh)
         loss_fn = None  # the teacher-forced validation loss, when it chooses the best checkpoint
@@ -428,12 +491,15 @@ def train(
         # ------------------------------------------------------------ loop -------------
         log.start_progress(start_step, num_train_steps, enabled=progress, budget_s=max_train_time_s)
         t0 = time.time()
-        tick_time, tick_step, last, evals, stop_reason = None, start_step, {}, {}, "done"
+        last, evals, stop_reason = {}, {}, "done"
         budget_start = None  # the wall-clock budget starts after the first (compiling) step
+        # Input wait and wall time per update between log steps (profiling.StepClock: the
+        # first, compiling update apart; checkpoints and evaluations paused).
+        clock = profiling.StepClock()
         step = start_step
         with mesh_lib.activate(mesh, axis_rules):
             while step < num_train_steps:
-                batch = next(device_batches)
+                batch = clock.next_batch(device_batches)
                 profiler.before(step, start_step)
                 state, metrics = step_fn(state, batch)
                 step += 1
@@ -441,13 +507,17 @@ def train(
                 if selector:
                     selector.after_update(step, state)
                 log.advance()
-                if tick_time is None:
+                if not clock.started:
                     # The first step includes compilation: time from its end.
                     jax.block_until_ready(metrics["loss"])
-                    tick_time, tick_step = time.time(), step
-                    budget_start = tick_time
+                    clock.compiled()
+                    budget_start = time.time()
                     log.start_budget()
+                else:
+                    clock.updated()
                 if step % log_every == 0 or step == num_train_steps:
+                    # device_get blocks until this update has run: the interval's step_s holds
+                    # the device's time, not just the asynchronous dispatch.
                     m = {k: float(v) for k, v in jax.device_get(metrics).items()}
                     if not math.isfinite(m["loss"]):
                         stop_non_finite(
@@ -455,8 +525,9 @@ def train(
                             f"checkpoint is step {ckpt.latest_step()} in {ckpt.dir}"
                         )
                     now = time.time()
-                    if step > tick_step:
-                        eps = (step - tick_step) * global_batch_size / (now - tick_time)
+                    m.update(clock.interval())
+                    if "step_s" in m:  # an update after the first in the interval
+                        eps = global_batch_size / m["step_s"]
                         m["examples_per_s"] = eps
                         if "examples_per_row" in m:  # packed: eps counts rows
                             m["packed_examples_per_s"] = eps * m["examples_per_row"]
@@ -473,14 +544,16 @@ def train(
                     peak = profiling.peak_memory_bytes()
                     if peak is not None:  # GPU/TPU; CPU keeps no statistics
                         m["peak_memory_gb"] = peak / 1e9
-                    tick_time, tick_step = now, step
                     m.update(step=step, elapsed_s=now - t0, **(selector.last if selector else {}))
-                    log.metrics(m)
+                    with clock.paused():  # the first row opens the files (imports tensorboardX)
+                        log.metrics(m)
                     last = m
                 if step % checkpoint_every == 0:
-                    save(step)
+                    with clock.paused():
+                        save(step)
                 if eval_every and step % eval_every == 0:
-                    evals = run_evals(step)
+                    with clock.paused():
+                        evals = run_evals(step)
                 if ckpt.should_stop(step):  # SIGTERM, a preemption notice or Ctrl-C
                     stop_reason = ckpt.stop_reason
                     break

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from chartjax.data import sources
-from chartjax.testing import tiny_hf
 from chartjax.models import bart, deberta, losses, tapas
 from chartjax.tasks import text_classification
 from chartjax.tasks.task import Task
+from chartjax.testing import tiny_hf
 from tests.step_equivalence import assert_same, run_steps, sharded_leaves
 
 S, T, VOCAB = 16, 8, 96

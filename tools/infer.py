@@ -23,6 +23,10 @@ Outputs in `--out`:
           --template "{claim}" --pair_template "{table}" --max_input_len 1024 --out out/nli
       chartjax-infer --task classify --checkpoint ~/ckpt/tapas_tabfact --inputs claims.jsonl \
           --template "{claim}" --table_field table --out out/tapas
+  figureqa rows (a FigureQA train run: `make demo`'s Relation Network, the CNN+LSTM, text-only):
+                     "prediction" "yes" or "no", "scores" the (no, yes) logits and
+                     "yes_probability"; inputs `{"id", "image", "question"}` (or FigureQA's
+                     `question_string`), featurized as the run's evaluation was.
   infer_progress.json  how many inputs are done (and the run's settings): rows are appended to
                      predictions.jsonl as batches finish, and every `--flush_every` inputs the
                      file is fsync'd and this record updated. `--resume` continues a stopped

@@ -17,8 +17,9 @@ paper's number and ours in the paper's units (fractions x 100 where the paper pr
 or why ours is absent: "not run" (the row's recipe has no run under --runs), "no recipe"
 (chartjax cannot run the row: docs/recipes.md says why), "not evaluated" (the run has no
 metrics.json of that split), "unavailable" (the metric could not be computed: its reason is
-in the JSON) or "missing". The markdown goes to --out, the same content as JSON to --json
-(default: --out with .json). Runs of recipes that are no paper row (our own CHART-Info models,
+in the JSON) or "missing". The markdown goes to --out, listing the rows that have a run under
+--runs and counting the others (`--all` lists every row); the JSON (--json, default: --out with
+.json) always holds every row. Runs of recipes that are no paper row (our own CHART-Info models,
 MatCha on Chart-to-Text, ...) are listed at the end with their metrics.
 
 A compared cell gives n (the examples scored) and the 95 % interval: the metrics.json's own
@@ -383,7 +384,9 @@ def _under_row(row: dict, width: int) -> list[str]:
     return ["| ↳ | " + note.replace("|", "\\|") + " |" + " |" * (width - 2) for note in notes]
 
 
-def to_markdown(result: dict) -> str:
+def to_markdown(result: dict, all_rows: bool = False) -> str:
+    """The tables as markdown: the rows with a run here (every row with `all_rows`); the others
+    are counted under their table, and tables without any run are named at the end."""
     out = [
         "# The papers' tables, reproduced",
         "",
@@ -395,9 +398,15 @@ def to_markdown(result: dict) -> str:
         '"not run": the row\'s recipe has no run here; "no recipe": chartjax cannot run the '
         'row (docs/recipes.md says why); "not evaluated": the run has no metrics of that '
         'split; "unavailable": the metric could not be computed (reason in the JSON). Under '
-        "each compared row: what its recipe substitutes for the paper's run.",
+        "each compared row: what its recipe substitutes for the paper's run."
+        + ("" if all_rows else " Rows without a run here are counted, not listed (--all)."),
     ]
+    untouched = []
     for t in result["tables"]:
+        shown = [r for r in t["rows"] if all_rows or r["run"]]
+        if not shown:
+            untouched.append(f"{t['paper_title']} Table {t['table']} ({len(t['rows'])} rows)")
+            continue
         out += ["", f"## {t['paper_title']}, Table {t['table']}: {t['title']}", ""]
         if t["note"]:
             out += [t["note"], ""]
@@ -406,7 +415,7 @@ def to_markdown(result: dict) -> str:
             header += [f"{c['label']} paper", f"{c['label']} ours"]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "---|" * 3 + "---:|" * (2 * len(t["columns"])))
-        for r in t["rows"]:
+        for r in shown:
             line = [r["row"] + (f" ({r['note']})" if r["note"] else "")]
             line += [f"`{r['recipe']}`" if r["recipe"] else "—", _run_cell(r)]
             for c, cell in zip(t["columns"], r["cells"]):
@@ -419,6 +428,16 @@ def to_markdown(result: dict) -> str:
             out.append("| " + " | ".join(line) + " |")
             if r["run"]:
                 out += _under_row(r, len(line))
+        if len(shown) < len(t["rows"]):
+            n = len(t["rows"]) - len(shown)
+            out += ["", f"{n} other row{'s' * (n > 1)} of this table without a run here (--all)."]
+    if untouched:
+        out += [
+            "",
+            f"{len(untouched)} tables without a run here (--all lists them): "
+            + "; ".join(untouched)
+            + ".",
+        ]
     out += ["", "## Runs without a paper row", ""]
     if not result["other_runs"]:
         out.append("(none)")
@@ -445,13 +464,19 @@ def main(argv=None) -> dict:
     p.add_argument("--out", required=True, help="the markdown file to write")
     p.add_argument("--json", default=None, help="the JSON file (default: --out with .json)")
     p.add_argument("--numbers", default=None, help="another paper-numbers file")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="list every paper row in the markdown, also those without a run under --runs "
+        "(by default they are counted; the JSON always has every row)",
+    )
     args = p.parse_args(argv)
     if not os.path.isdir(args.runs):
         p.error(f"--runs {args.runs!r} is not a folder")
     result = build(load_numbers(args.numbers), find_runs(args.runs))
     json_path = args.json or os.path.splitext(args.out)[0] + ".json"
     with open(args.out, "w", encoding="utf-8") as f:
-        f.write(to_markdown(result))
+        f.write(to_markdown(result, all_rows=args.all))
     with open(json_path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
         f.write("\n")

@@ -139,8 +139,9 @@ def load_tfds(spec: str, task: str, data_dir: str | None) -> tuple[dict[str, dic
     root = os.path.expanduser(data_dir or "~/tensorflow_datasets")  # TFDS's own default
     looked = os.path.join(root, name.split("/")[0])
     if not os.path.isdir(looked):  # else TFDS answers with its whole catalogue
+        where = root if data_dir else f"{root}, the default data_dir (no --data_dir given)"
         raise ScoreError(
-            f"--references {spec}: no build of {name.split('/')[0]!r} under {root} (looked for "
+            f"--references {spec}: no build of {name.split('/')[0]!r} under {where} (looked for "
             f"{looked}): give its --data_dir, or build it with `tfds build "
             f"tfds_builders/{name.split('/')[0]} --data_dir={root} ...`"
         )
@@ -213,7 +214,7 @@ def _plot(metrics_obj: Mapping[str, Any], png: Path) -> None:
     metric = next(
         (
             m
-            for m in ("accuracy", "f1", "score", "bleu")
+            for m in ("accuracy", "relaxed_accuracy", "f1", "score", "bleu")
             for g in breakdowns.values()
             for e in g.values()
             if m in e

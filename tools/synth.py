@@ -6,6 +6,7 @@ and sets `func` to the function that runs it.
     chartjax-synth figureqa --out DIR --train-images N --val-images M --test-images K \\
         --seed S --workers W [--figure-types vbar_categorical] [--max-elements 3] \\
         [--templates 0,1] [--colors-per-set 4]
+    chartjax-synth chartqa --out DIR --train-charts N --val-charts M --test-charts K --seed S
 """
 
 from __future__ import annotations
@@ -90,12 +91,26 @@ def _add_chart_info(subparsers) -> None:
     p.set_defaults(func=chart_info.run)
 
 
+def _add_chartqa(subparsers) -> None:
+    from chartjax.synth import chartqa
+
+    p = subparsers.add_parser(
+        "chartqa",
+        help="ChartQA (Masry et al. 2022): train/, val/, test/ with png/, tables/, QA JSON",
+        description=chartqa.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    chartqa.add_arguments(p)
+    p.set_defaults(func=chartqa.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chartjax-synth", description=__doc__.split("\n")[0])
     quiet.add_flag(parser)
     subparsers = parser.add_subparsers(dest="corpus", required=True)
     _add_figureqa(subparsers)
     _add_chart_info(subparsers)
+    _add_chartqa(subparsers)
     return parser
 
 

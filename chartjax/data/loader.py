@@ -306,7 +306,10 @@ def _unlink(name: str) -> None:
     except FileNotFoundError:  # already gone (a cleanup after an error, at exit): nothing to do
         return
     shm.close()
-    shm.unlink()
+    try:
+        shm.unlink()
+    except FileNotFoundError:  # unlinked by another cleanup in between
+        pass
 
 
 def _unshared(batch: dict) -> dict:

@@ -99,6 +99,8 @@ class TfdsSource:
       dotted for nested features; `encoded_keys` stay encoded bytes) becomes its records, each
       carrying the encoded `image_key` feature as `image_bytes`.
     shuffle_buffer: unused (training shuffles the whole split); kept for the recipes' bindings.
+    per_record: one example per record, its nested questions / claims not expanded (a task that
+      reads a figure or chart once, whether or not it has questions).
     """
 
     name: str
@@ -110,6 +112,7 @@ class TfdsSource:
     image_key: str | None = "image"
     encoded_keys: Sequence[str] = ()
     directory: str | None = None
+    per_record: bool = False
     _examples: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -146,7 +149,7 @@ class TfdsSource:
 
     def _finals(self, record: dict) -> list[dict]:
         """A record's examples as the task reads them (through `expand` when it has one)."""
-        examples = tfds_records.expand(record)
+        examples = [record] if self.per_record else tfds_records.expand(record)
         if self.expand is None:
             return examples
         out = []

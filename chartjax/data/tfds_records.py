@@ -18,7 +18,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-# The sequence feature of a record and whether its items become the examples.
+# The sequence feature of a record and whether its items become the examples (chartqa's
+# records hold `questions` too: a chart and its questions).
 NESTED = {"questions": "figureqa", "claims": "chartcheck"}
 
 

@@ -13,11 +13,14 @@ tokenizers), so a model sees what it was trained on, and batched with a `_mask` 
 so its step compiles once. A batch is split over every device of a data-parallel mesh
 (chartjax/mesh.py, `pipeline.to_global`, as evaluation does).
 
-Two kinds of model: decoders (Pix2Struct, T5, BART) write text, KV-cached greedy or beam search;
-encoder classifiers (DeBERTa, TAPAS) write the `id2label` name of their argmax as `prediction` and
-their logits as `scores`. The model's family and size come from the checkpoint (config.json, T5X
-shapes or the run's gin); its tokenizer from `vocab`, else from the checkpoint's own files; its
-settings from `Settings`, else the checkpoint's own (chartjax/inference/settings.py).
+Three kinds of model: decoders (Pix2Struct, T5, BART) write text, KV-cached greedy or beam
+search; encoder classifiers (DeBERTa, TAPAS) write the `id2label` name of their argmax as
+`prediction` and their logits as `scores`; yes/no models of a task's own features (the Relation
+Network family, featurized by their task, `InferenceSpec.features`) write "yes" or "no", their
+logits and the probability of yes. The model's family and size come from the checkpoint
+(config.json, T5X shapes or the run's gin); its tokenizer from `vocab`, else from the
+checkpoint's own files; its settings from `Settings`, else the checkpoint's own
+(chartjax/inference/settings.py).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from chartjax.inference.features import (
     Featurizer,
     classifier_featurizer,
     decoder_featurizer,
+    yes_no_featurizer,
 )
 from chartjax.inference.inputs import Example, InputError
 from chartjax.inference.settings import Settings, checkpoint_settings, resolve
@@ -41,12 +45,16 @@ from chartjax.tasks.task import InferenceSpec
 
 
 def model_kind(cfg) -> str:
-    """ "image" (Pix2Struct family), "text" (T5, BART) or "labels" (DeBERTa, TAPAS)."""
+    """ "image" (Pix2Struct family), "text" (T5, BART), "labels" (DeBERTa, TAPAS) or "yes_no"
+    (the Relation Network family: RN, CNN+LSTM, text-only)."""
     from chartjax.models.model_configs import Pix2StructConfig
+    from chartjax.models.relation_network import RNConfig
     from chartjax.tasks import text_classification
 
     if isinstance(cfg, Pix2StructConfig):
         return "image"
+    if isinstance(cfg, RNConfig):
+        return "yes_no"
     if text_classification.family_of(cfg) is not None:
         return "labels"
     return "text"
@@ -56,34 +64,42 @@ _KIND_NAMES = {
     "image": "a Pix2Struct-family image model",
     "text": "a T5 (text-to-text) model",
     "labels": "an encoder classifier (DeBERTa / TAPAS)",
+    "yes_no": "a yes/no model of the Relation Network family",
 }
 
 
-def check_family(cfg, spec: InferenceSpec, where: str) -> None:
+def check_family(cfg, spec: InferenceSpec, where: str, run_task: str | None = None) -> None:
     kind = model_kind(cfg)
     if kind == "text" and type(cfg).__name__ == "BartConfig":
         name = "a BART (text-to-text) model"
     else:
         name = _KIND_NAMES[kind]
-    want = "labels" if spec.output == "labels" else spec.modality
+    want = spec.output if spec.output in ("labels", "yes_no") else spec.modality
     if kind == want:
         return
     runs = {
         "image": "use an image task",
         "text": "a T5 or BART runs with a text task (--task text)",
         "labels": "a classifier runs with --task classify",
+        "yes_no": f"it answers with --task {run_task or 'of its train run'}",
     }[kind]
     needs = {
         "image": "a Pix2Struct-family image model",
         "text": "a T5 / Flan-T5 or BART checkpoint",
         "labels": "a DeBERTa or TAPAS classifier",
+        "yes_no": "a yes/no model trained on that task",
     }[want]
     raise InputError(f"{where} holds {name}; --task {spec.name} needs {needs} ({runs})")
 
 
 def _forward(forward: tuple, model, batch):
     """A decoder's token ids `[B, max_decode_len]` (the evaluation's own prediction: greedy, or
-    the best beam), or a classifier's fp32 logits `[B, num_labels]`."""
+    the best beam), a classifier's fp32 logits `[B, num_labels]`, or those of a model that
+    reads a task's own features (`logits`: the batch but `_mask` and `_cut`)."""
+    if forward[0] == "logits":
+        from chartjax.tasks import classification
+
+        return classification.logits(model, {k: v for k, v in batch.items() if k[0] != "_"})
     if forward[0] == "decode":
         from chartjax.tasks import seq2seq
 
@@ -173,12 +189,12 @@ def allows_unused_ids(loc) -> bool:
 
 
 def default_task(cfg, run: dict, where: str) -> str:
-    """`classify` for DeBERTa / TAPAS, `text` for T5 / BART, for an image model the task its
-    train run implies (catalog.inference_of_run); else the caller must name one."""
+    """`classify` for DeBERTa / TAPAS, `text` for T5 / BART, for an image or yes/no model the
+    task its train run implies (catalog.inference_of_run); else the caller must name one."""
     from chartjax.tasks import catalog
 
     kind = model_kind(cfg)
-    if kind != "image":
+    if kind not in ("image", "yes_no"):
         return "classify" if kind == "labels" else "text"
     task = catalog.inference_of_run(run)
     if task is None:
@@ -194,10 +210,12 @@ class Engine:
     """A located checkpoint with its task, tokenizer and settings; the model is loaded and
     placed on every device of a data-parallel mesh when first needed (`place`)."""
 
-    def __init__(self, loc, cfg, spec, tokenizer, labels, allow_unused_ids, given, own, where):
+    def __init__(
+        self, loc, cfg, spec, tokenizer, labels, allow_unused_ids, given, own, where, run=None
+    ):
         self.loc, self.config, self.spec = loc, cfg, spec
         self.tokenizer, self.labels, self.allow_unused_ids = tokenizer, labels, allow_unused_ids
-        self._own, self._where = own, where
+        self._own, self._where, self._run = own, where, run or {}
         self.given = given
         self.settings = resolve(given, own, where)
         self._device = {}  # shared with `with_settings` copies: mesh, rules, graphdef, state
@@ -232,16 +250,16 @@ class Engine:
             dtype = "bfloat16" if jax.default_backend() in ("gpu", "tpu") else "float32"
         cfg = formats.read_config(loc, dtype=dtype)
         spec = catalog.inference(task or default_task(cfg, run, loc.path))
-        check_family(cfg, spec, loc.path)
+        check_family(cfg, spec, loc.path, run.get("task"))
         tokenizer = vocab or formats.vocabulary(loc)  # its files, or its run's config.gin's
-        if tokenizer is None:
+        if tokenizer is None and spec.features is None:  # else the task's own featurization
             raise InputError(
                 f"{loc.path} carries no tokenizer files ({', '.join(formats.TOKENIZER_FILES)}): "
                 "give vocab= (chartjax-infer --vocab)"
             )
         labels = formats.read_labels(loc)
         engine = cls(
-            loc, cfg, spec, tokenizer, labels, allows_unused_ids(loc), settings, own, where
+            loc, cfg, spec, tokenizer, labels, allows_unused_ids(loc), settings, own, where, run
         )
         _ = engine.featurizer  # the tokenizer read and checked against the model now
         return engine
@@ -260,6 +278,7 @@ class Engine:
             dataclasses.replace(settings, dtype=self.given.dtype),
             self._own,
             self._where,
+            self._run,
         )
         other._device = self._device
         return other
@@ -267,6 +286,8 @@ class Engine:
     @functools.cached_property
     def featurizer(self) -> Featurizer:
         s = self.settings
+        if self.spec.output == "yes_no":
+            return yes_no_featurizer(self.spec, self._run, self.loc.path)
         if self.spec.output == "labels":
             return classifier_featurizer(self.config, self.tokenizer, self.labels, s.max_input_len)
         return decoder_featurizer(

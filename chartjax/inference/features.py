@@ -1,7 +1,8 @@
 """Examples -> model features, and model outputs -> predictions: one `Featurizer` per kind of
 model (decoders: chartjax/tasks/seq2seq.py's header rendering, Pix2Struct patches and
 SentencePiece / BART BPE, so a model sees what it was trained on; encoder classifiers: the
-DeBERTa / TAPAS tokenizers of chartjax/tasks/text_classification.py)."""
+DeBERTa / TAPAS tokenizers of chartjax/tasks/text_classification.py; yes/no models of a task's
+own features: the task's eval preprocessing, `InferenceSpec.features`)."""
 
 from __future__ import annotations
 
@@ -159,3 +160,40 @@ def classifier_featurizer(cfg, tokenizer_path: str, labels, max_input_len: int) 
         return [(names[int(np.argmax(row))], {"scores": [float(x) for x in row]}) for row in logits]
 
     return Featurizer(feats, ("classify",), outputs)
+
+
+def yes_no_featurizer(spec: InferenceSpec, run: dict, where: str) -> Featurizer:
+    """A yes/no model (logits over no, yes) that reads its task's own features, made by the
+    task's eval preprocessing (`spec.features`) with the bindings of the run's task factory
+    (`run`: saved_gin.input_settings, its `task` and `task_args`). Rows: "yes" / "no", the two
+    logits as `scores` and `yes_probability`. Runs of another task are refused: their inputs
+    were made otherwise."""
+    from PIL import Image
+
+    if spec.features is None or run.get("task") != spec.name:
+        raise InputError(
+            f"{where}: a yes/no model trained on task {run.get('task')!r}; --task {spec.name} "
+            f"reads models trained with train.task = {spec.name!r}"
+        )
+    features = spec.features(run.get("task_args", {}))
+
+    def feats(ex: Example):
+        if not ex.prompt.strip():
+            raise BadExample(f"{ex.source}: an empty prompt")
+        try:
+            return features(inputs_lib.read_image_bytes(ex), ex.prompt)
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+            raise BadImage(f"{ex.source}: cannot read image ({type(e).__name__}: {e})") from None
+
+    def outputs(exs, logits):
+        logits = np.asarray(logits, np.float64)[: len(exs)]
+        yes = 1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1]))  # softmax over (no, yes)
+        return [
+            (
+                ("no", "yes")[int(np.argmax(row))],
+                {"scores": [float(x) for x in row], "yes_probability": float(p)},
+            )
+            for row, p in zip(logits, yes)
+        ]
+
+    return Featurizer(feats, ("logits",), outputs)

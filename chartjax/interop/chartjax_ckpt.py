@@ -37,6 +37,7 @@ RUN_CONFIG = "config.gin"
 def _families():
     from chartjax.models import bart, deberta, tapas
     from chartjax.models import pix2struct as p2s_lib
+    from chartjax.models import relation_network as rn
     from chartjax.models import t5 as t5_lib
 
     return {
@@ -45,7 +46,17 @@ def _families():
         "deberta": (deberta.DebertaConfig, deberta.build),
         "tapas": (tapas.TapasConfig, tapas.build),
         "bart": (bart.BartConfig, bart.build),
+        # The FigureQA baselines (any RNConfig.kind), from train runs; float32 only.
+        "relation_network": (rn.RNConfig, lambda cfg, seed: rn.build(cfg, nnx.Rngs(seed))),
     }
+
+
+def with_dtype(cfg, dtype: str | None):
+    """`cfg` computing in `dtype` (None: as it is); a config without a dtype (the FigureQA
+    baselines, float32) is returned as it is."""
+    if dtype is None or not any(f.name == "dtype" for f in dataclasses.fields(cfg)):
+        return cfg
+    return dataclasses.replace(cfg, dtype=dtype)
 
 
 def family_of(cfg) -> str:
@@ -196,9 +207,7 @@ def load(path: str, *, seed: int = 0, dtype: str | None = None):
 
     `dtype` overrides the stored activation dtype (parameters stay float32).
     """
-    cfg = read_config(path)
-    if dtype is not None:
-        cfg = dataclasses.replace(cfg, dtype=dtype)
+    cfg = with_dtype(read_config(path), dtype)
     model = build_abstract(cfg, seed)
     restored = read_params(path, nnx.to_pure_dict(nnx.state(model, WEIGHTS)))
     return _fill(model, restored, seed, path), cfg
@@ -229,9 +238,7 @@ def load_run(step_dir: str, *, seed: int = 0, dtype: str | None = None):
     from chartjax.interop import saved_gin
     from chartjax.models import lora
 
-    cfg = run_config(step_dir)
-    if dtype is not None:
-        cfg = dataclasses.replace(cfg, dtype=dtype)
+    cfg = with_dtype(run_config(step_dir), dtype)
     model = build_abstract(cfg, seed, saved_gin.lora_config(_run_gin(step_dir)))
     restored = read_run_params(step_dir, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
     _fill(model, restored, seed, step_dir, which=nnx.Param)

@@ -114,7 +114,7 @@ def read_config(loc: Located, *, dtype: str = "float32"):
 
         return hf.read_config(loc.path, dtype=dtype)
     cfg = chartjax_ckpt.run_config(loc.path) if loc.run else chartjax_ckpt.read_config(loc.path)
-    return dataclasses.replace(cfg, dtype=dtype)
+    return chartjax_ckpt.with_dtype(cfg, dtype)
 
 
 def read_labels(loc: Located) -> tuple[str, ...] | None:
@@ -238,5 +238,5 @@ def load(loc: Located, cfg, *, seed: int = 0):
 
         return hf.load(loc.path, dtype=cfg.dtype, seed=seed)[0]
     if loc.run:
-        return chartjax_ckpt.load_run(loc.path, seed=seed, dtype=cfg.dtype)[0]
-    return chartjax_ckpt.load(loc.path, seed=seed, dtype=cfg.dtype)[0]
+        return chartjax_ckpt.load_run(loc.path, seed=seed, dtype=getattr(cfg, "dtype", None))[0]
+    return chartjax_ckpt.load(loc.path, seed=seed, dtype=getattr(cfg, "dtype", None))[0]

@@ -20,6 +20,7 @@ from chartjax.models.bart import BartConfig
 from chartjax.models.deberta import DebertaConfig
 from chartjax.models.lora import LoraConfig
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
+from chartjax.models.relation_network import RNConfig
 from chartjax.models.tapas import TapasConfig
 
 CONFIGS = {
@@ -30,6 +31,9 @@ CONFIGS = {
     "BartConfig": BartConfig,
 }
 HF_CONFIG = "hf_model_config"
+# The FigureQA baselines (Relation Network, CNN+LSTM, text-only): `train.model_fn =
+# @relation_network.build`, `relation_network.build.cfg = @RNConfig()`.
+RN_FACTORY = "relation_network.build"
 
 
 def hf_model_config(path: str, *, dtype: str = "bfloat16", overrides=None):
@@ -114,9 +118,12 @@ def model_config(gin_file: str):
     if not isinstance(model_fn, _Ref):
         raise ValueError(f"{gin_file}: train.model_fn is not a model factory: {model_fn!r}")
     scopes, factory = _split(model_fn)
+    if model_fn.name.rpartition("/")[2] in (RN_FACTORY, f"chartjax.models.{RN_FACTORY}"):
+        return _rn_config(bindings, scopes, gin_file)
     if factory != "build_model":
         raise ValueError(
-            f"{gin_file}: train.model_fn is @{model_fn.name}, not a chartjax model (@build_model)"
+            f"{gin_file}: train.model_fn is @{model_fn.name}, not a chartjax model "
+            f"(@build_model, or @{RN_FACTORY} for FigureQA)"
         )
     config = bindings.args("build_model", scopes).get("config")
     if not isinstance(config, _Ref) or _split(config)[1] not in (*CONFIGS, HF_CONFIG):
@@ -139,6 +146,22 @@ def model_config(gin_file: str):
         return CONFIGS[name](**fields)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{gin_file}: bad {name} ({e})") from None
+
+
+def _rn_config(bindings: _Bindings, scopes: tuple[str, ...], gin_file: str) -> RNConfig:
+    """The RNConfig of `relation_network.build.cfg` (the factory's arguments are stored under
+    its last name part, `build`)."""
+    config = bindings.args("build", scopes).get("cfg")
+    if config is None:  # relation_network.build's default
+        return RNConfig()
+    if not isinstance(config, _Ref) or _split(config)[1] != "RNConfig":
+        raise ValueError(f"{gin_file}: relation_network.build.cfg is {config!r}, not @RNConfig()")
+    inner, name = _split(config)
+    fields = bindings.args(name, scopes + inner)
+    try:
+        return RNConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{gin_file}: bad RNConfig ({e})") from None
 
 
 def lora_config(gin_file: str) -> LoraConfig | None:
@@ -190,8 +213,14 @@ _FEATURE_FIELDS = (
 )
 _DECODING_FIELDS = ("max_decode_len", "beam_size", "alpha")
 # The train tasks whose image records carry a prompt rendered above the chart (HF `is_vqa`):
-# DePlot's and ChartCheck's MatCha prompts; CHART-Info only in its DePlot-style task 6b.
-_VQA_TASKS = {"deplot": None, "chartcheck": None, "chart_info": ("mode", "task6b")}
+# DePlot's and ChartCheck's MatCha prompts, ChartQA's questions; CHART-Info only in its
+# DePlot-style task 6b.
+_VQA_TASKS = {
+    "deplot": None,
+    "chartcheck": None,
+    "chartqa": None,
+    "chart_info": ("mode", "task6b"),
+}
 
 
 def input_settings(gin_file: str) -> dict:
@@ -199,8 +228,9 @@ def input_settings(gin_file: str) -> dict:
     `vocab_file` (`Features.vocab_file`, or a classifier's `ClassifierFeatures.tokenizer`),
     `modality`, `max_patches`, `patch_size`, `max_input_len`, `header_font_size`, `font_path`
     and `Decoding`'s `max_decode_len`, `beam_size`, `alpha` (those bound), `task`
-    (`train.task`) and `is_vqa` (whether its image prompts are rendered as a header; absent
-    when the task does not say)."""
+    (`train.task`), `task_args` (the task factory's bindings, e.g. `figureqa_task.image_size`)
+    and `is_vqa` (whether its image prompts are rendered as a header; absent when the task does
+    not say)."""
     with open(gin_file) as f:
         bindings = _Bindings(f.read(), gin_file)
 
@@ -227,6 +257,7 @@ def input_settings(gin_file: str) -> dict:
     task = plain("train").get("task")
     if isinstance(task, str):
         out["task"] = task
+        out["task_args"] = plain(f"{task}_task")
         if task in _VQA_TASKS:
             rule = _VQA_TASKS[task]
             args = plain(f"{task}_task") if rule else {}

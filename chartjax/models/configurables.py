@@ -78,4 +78,3 @@ def build_model(
             model = build(config, rngs)
             return model if lora is None else lora_lib.apply(model, lora, rngs)
     raise TypeError(f"build_model: unsupported config type {type(config).__name__}")
-

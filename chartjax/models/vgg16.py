@@ -201,4 +201,3 @@ class VGG16CNNLSTM(nnx.Module):
         img = jax.nn.relu(self.img_fc(x.reshape(x.shape[0], -1)))
         q = self.question(batch["question_tokens"], batch["question_length"])
         return self.f(jnp.concatenate([img, q], -1), train=train)
-

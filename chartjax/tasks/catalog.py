@@ -20,10 +20,14 @@ from chartjax.tasks import (
     chartcheck_classifier,
     chartcheck_test_sets,
     chartqa,
+    chartqa_references,
+    chartqa_task,
+    chartqapro,
     deplot,
     figureqa,
     free_form,
     matcha,
+    plotqa,
     seq2seq_synthetic,
     synthetic,
     text_classification,
@@ -41,6 +45,7 @@ TASKS = {
     "chart_info": chart_info.make_task,
     "chart_info_text": chart_info_text.make_task,
     "deplot": deplot.make_task,
+    "chartqa": chartqa_task.make_task,
     "matcha": matcha.make_task,
     "synthetic": synthetic.make_task,
     "synthetic_seq2seq": seq2seq_synthetic.make_task,
@@ -50,6 +55,7 @@ INFERENCE: dict[str, InferenceSpec] = {
     for spec in (
         deplot.INFERENCE,
         chartqa.INFERENCE,
+        figureqa.INFERENCE,
         chartcheck.INFERENCE,
         free_form.CAPTION,
         chart_to_text.INFERENCE,
@@ -65,7 +71,9 @@ SCORERS: dict[str, FileScorer] = {
         chart_to_text.SCORER,
         *chart_info.SCORERS,
         deplot.SCORER,
-        chartqa.SCORER,
+        chartqa_references.with_tfds_references(chartqa.SCORER),
+        plotqa.SCORER,
+        chartqapro.SCORER,
     )
 }
 
@@ -92,13 +100,20 @@ def inference(name: str) -> InferenceSpec:
     return INFERENCE[name]
 
 
-# The image inference task a train run's task implies (its records render this task's prompt).
-_RUN_TASKS = {"deplot": "deplot", "chartcheck": "chartcheck"}
+# The inference task a train run's task implies (its records render this task's prompt; its
+# yes/no models read its own features).
+_RUN_TASKS = {
+    "deplot": "deplot",
+    "chartcheck": "chartcheck",
+    "figureqa": "figureqa",
+    "chartqa": "chartqa",
+}
 
 
 def inference_of_run(run: dict) -> str | None:
     """The inference task of an image model's train run (`saved_gin.input_settings`), if its
-    records imply one: DePlot, ChartCheck, CHART-Info task 6b (DePlot tables)."""
+    records imply one: DePlot, ChartCheck, CHART-Info task 6b (DePlot tables), FigureQA,
+    ChartQA."""
     task = run.get("task")
     if task == "chart_info" and run.get("is_vqa"):
         return "deplot"

@@ -18,7 +18,14 @@ def softmax_xent_loss(model, batch, *, train: bool):
     return loss, {"accuracy": accuracy}
 
 
+def logits(model, batch):
+    """The fp32 logits of an evaluation (no dropout, BatchNorm's running averages)."""
+    import jax.numpy as jnp
+
+    return model(batch, train=False).astype(jnp.float32)
+
+
 def argmax_predict(model, batch):
     import jax.numpy as jnp
 
-    return jnp.argmax(model(batch, train=False), axis=-1).astype(jnp.int32)
+    return jnp.argmax(logits(model, batch), axis=-1).astype(jnp.int32)

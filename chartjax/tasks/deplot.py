@@ -12,6 +12,12 @@ Sources (`deplot_task.source`):
   chart_title text block(s). Charts whose file does not annotate task 6 (2019 pies and donuts,
   PMC files with `null`) have no table: they are skipped and counted (`num_unannotated`).
 * `statista`: Chart-to-Text's Statista gold tables (`table.linearized`) under a TITLE line.
+* `chartqa`: a chartqa build's tables (tfds_builders/chartqa: ChartQA's `tables/<stem>.csv`,
+  a `chartjax-synth chartqa` corpus or one's own charts), one example per chart (charts
+  without questions included), id the table's stem. The CSV's rows joined as DePlot's
+  `evaluate_chart_to_table._to_markdown` joins them, under an empty title line ("TITLE | ":
+  ChartQA's tables hold no title; docs/models.md §2.1); chart type from the annotation's
+  `type` (full release only), else "unknown".
 
 The CHART-Info table derivation is chartjax/tasks/chart_info_tables.py's.
 """
@@ -19,7 +25,11 @@ The CHART-Info table derivation is chartjax/tasks/chart_info_tables.py's.
 from __future__ import annotations
 
 import csv
+import dataclasses
+import io
+import json
 import os
+import pathlib
 import re
 from collections.abc import Sequence
 
@@ -38,7 +48,7 @@ from chartjax.tasks.chart_info_tables import (
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
 PROMPT = tables.DEPLOT_PROMPT
-SOURCES = ("chart_info", "statista")
+SOURCES = ("chart_info", "statista", "chartqa")
 
 
 # ------------------------------------------------------------------ the task -------------
@@ -60,6 +70,30 @@ def _statista_record(example: dict, prompt: str) -> list[dict]:
     ]
 
 
+def chartqa_table_target(table_csv: str) -> str:
+    """A chartqa build's table CSV as DePlot's target: "TITLE | ", then the CSV's rows (blank
+    lines dropped), cells joined by " | "."""
+    rows = [r for r in csv.reader(io.StringIO(table_csv)) if any(c.strip() for c in r)]
+    header, body = (rows[0], rows[1:]) if rows else ([], [])
+    return tables.linearize(header, body, title="")
+
+
+def _chartqa_record(example: dict, prompt: str) -> list[dict]:
+    chart_type = "unknown"
+    if example["annotation"]:
+        annotation = json.loads(example["annotation"])
+        if isinstance(annotation, dict) and isinstance(annotation.get("type"), str):
+            chart_type = annotation["type"]
+    return [
+        {
+            "id": pathlib.PurePosixPath(example["id"]).stem,
+            "prompt": prompt,
+            "target": chartqa_table_target(example["table"]),
+            "meta": {"chart_type": chart_type},
+        }
+    ]
+
+
 @gin.configurable("deplot_task")
 def make_task(
     data_dir: str = "~/tensorflow_datasets",
@@ -72,10 +106,11 @@ def make_task(
     features: seq2seq.Features | None = None,
     decoding: seq2seq.Decoding | None = None,
 ) -> Task:
-    """DePlot chart -> table over CHART-Info (`config`: synthetic_2019 / pmc_2020) or Statista.
+    """DePlot chart -> table over CHART-Info (`config`: synthetic_2019 / pmc_2020), Statista or
+    a chartqa build's tables.
 
     Default splits: CHART-Info builds only `train`, so train on `train[:95%]` and evaluate on
-    `train[95%:]`; Statista trains on `train` and evaluates `validation` and `test`.
+    `train[95%:]`; Statista and chartqa train on `train` and evaluate `validation` and `test`.
     """
     if source not in SOURCES:
         raise ValueError(f"deplot_task.source must be one of {SOURCES}, not {source!r}")
@@ -88,6 +123,12 @@ def make_task(
         def expand(example):
             record = chart_info_record(example, prompt)
             return [] if record is None else [record]
+    elif source == "chartqa":
+        dataset, keys = "chartqa", ("id", "table", "annotation")
+        default_train, default_eval = "train", ("validation", "test")
+
+        def expand(example):
+            return _chartqa_record(example, prompt)
     else:
         dataset, keys = "chart_to_text/statista", ("id", "title", "chart_type", "table.linearized")
         default_train, default_eval = "train", ("validation", "test")
@@ -106,7 +147,7 @@ def make_task(
             scores.metrics["num_unannotated"] = skipped[split]
         return scores, extra
 
-    return seq2seq.make_task(
+    task = seq2seq.make_task(
         name="deplot",
         dataset=dataset,
         data_dir=data_dir,
@@ -119,6 +160,9 @@ def make_task(
         decoding=decoding,
         shuffle_buffer=shuffle_buffer,
     )
+    if source == "chartqa":  # a chart per example, not a question per example
+        task = dataclasses.replace(task, source=dataclasses.replace(task.source, per_record=True))
+    return task
 
 
 # ------------------------------------------------------------------ inference, scoring -------

@@ -38,7 +38,14 @@ from chartjax.metrics import classification as cls_metrics
 from chartjax.metrics import figureqa as figureqa_metrics
 from chartjax.metrics.prediction_files import check_fields, field_of
 from chartjax.tasks import classification
-from chartjax.tasks.task import Evaluation, FileScorer, ScoreInputs, Task, describe
+from chartjax.tasks.task import (
+    Evaluation,
+    FileScorer,
+    InferenceSpec,
+    ScoreInputs,
+    Task,
+    describe,
+)
 
 TEMPLATES = (
     "Is {c1} the minimum?",
@@ -299,6 +306,57 @@ def make_task(
         model_inputs=("image", "question_tokens", "question_length", "label"),
         eval_splits=tuple(eval_splits),
     )
+
+
+# ------------------------------------------------------------------ chartjax-infer -----------
+
+# The bindings of `figureqa_task` that shape an evaluation example (the rest are data and
+# training settings).
+PREPROCESS_ARGS = ("image_size", "image_height", "max_question_len", "antialias", "pad_position")
+
+
+def inference_features(task_args: dict):
+    """`(encoded image, question) -> (features, truncated?)`: one question as the task's eval
+    pipeline makes it (`_preprocess_fn`, evaluation: no crop), with the preprocessing of a run's
+    `figureqa_task` bindings `task_args` (its config.gin) over `make_task`'s defaults."""
+    import inspect
+
+    params = inspect.signature(make_task).parameters
+    a = {k: task_args.get(k, params[k].default) for k in PREPROCESS_ARGS}
+    fn = _preprocess_fn(
+        a["image_size"],
+        a["max_question_len"],
+        a["antialias"],
+        keep_meta=False,
+        pad_position=a["pad_position"],
+        image_height=a["image_height"],
+    )
+
+    def features(encoded: bytes, question: str) -> tuple[dict, bool]:
+        out = fn({"id": "", "question": question, "answer": -1, "image": encoded})
+        del out["label"]
+        return out, len(_words(question)) + 2 > a["max_question_len"]
+
+    return features
+
+
+def _answer_text(value, label_names) -> str:
+    return ANSWERS[int(value)] if int(value) in (0, 1) else ""  # -1: the split has no answers
+
+
+# `chartjax-infer --task figureqa`: a FigureQA baseline's yes/no answer to `question` (FigureQA's
+# own files call it `question_string`) about the chart `image`.
+INFERENCE = InferenceSpec(
+    name="figureqa",
+    modality="image",
+    default_template="figureqa",
+    templates={"figureqa": "{question}"},
+    target_field="answer",
+    target_text=_answer_text,
+    field_aliases={"question": ("question_string",)},
+    output="yes_no",
+    features=inference_features,
+)
 
 
 # ------------------------------------------------------------------ chartjax-score -----------

@@ -6,6 +6,8 @@
   release's `png/`, or the figures chartjax-eval writes beside the report).
 * deplot and chart_info_task6b: a prediction with no table cell has RMS precision 1 (DePlot's definition: no
   predicted datapoint, none wrong); the report marks it and the headline precision it inflates.
+  Each row's chart is the example's own image (`report_figures.figure_stem` of its id, written
+  from the split's records by chartjax/report_figures.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from chartjax.metrics import figureqa as figureqa_metrics
 from chartjax.metrics import tables as table_metrics
 from chartjax.metrics.html_report import RowView
+from chartjax.report_figures import figure_stem
 from chartjax.tasks import figureqa
 
 
@@ -66,7 +69,13 @@ FIGUREQA = RowView(
     image_stem=_figure_index,
     hidden=("question_id", "prediction_text"),
 )
-DEPLOT = RowView(vacuous=_empty_table, vacuous_metrics=("rms_precision",))
+
+
+def _own_chart(row: Mapping[str, Any]) -> str | None:
+    return figure_stem(row["id"]) if "id" in row else None
+
+
+DEPLOT = RowView(image_stem=_own_chart, vacuous=_empty_table, vacuous_metrics=("rms_precision",))
 # CHART-Info task 6b is scored with DePlot's table metrics too (chart_info.py).
 VIEWS = {"figureqa": FIGUREQA, "deplot": DEPLOT, "chart_info_task6b": DEPLOT}
 

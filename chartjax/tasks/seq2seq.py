@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 import gin
 import numpy as np
 
+from chartjax import config_checks as checks
 from chartjax.data import packing, sources
 from chartjax.data.images import decode_image_bytes
 from chartjax.data.sources import RECORD_KEYS, as_python
@@ -75,6 +76,33 @@ class Features:
     def __post_init__(self):
         if self.modality not in ("image", "text"):
             raise ValueError(f"Features.modality must be 'image' or 'text', not {self.modality!r}")
+        if self.pack:
+            self._check_packing()
+
+    def _check_packing(self) -> None:
+        """A row shorter than one example is refused here, when the task is made (before the
+        model is built), rather than by the packer at its first batch; one line per problem."""
+        encoder = ("max_patches", "patches") if self.modality == "image" else ("max_input_len", "")
+        problems = []
+        for name, (bound, unit) in {  # row length -> the longest example it must hold
+            "pack_encoder_len": encoder,
+            "pack_decoder_len": ("max_target_len", ""),
+        }.items():
+            row, most = getattr(self, name), getattr(self, bound)
+            if checks.optional(checks.positive_int)(row):
+                problems.append(f"Features.{name} = {row!r}: must be a positive integer or None")
+            elif row is not None and row < most:
+                problems.append(
+                    f"Features.{name} = {row}: a packing row shorter than one example, which "
+                    f"may hold Features.{bound} = {most}{unit and ' ' + unit}; make it at least "
+                    f"{most} or leave it unset (rows of {most})"
+                )
+        if checks.positive_int(self.pack_open_rows):
+            problems.append(
+                f"Features.pack_open_rows = {self.pack_open_rows!r}: must be a positive integer"
+            )
+        if problems:
+            raise checks.ConfigError("\n".join(problems))
 
     def pack_spec(self, pad_id: int):
         """The packing of training rows (chartjax/data/packing.py), None when `pack` is off."""

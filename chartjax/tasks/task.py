@@ -120,8 +120,12 @@ class InferenceSpec:
     field_aliases: other names an input field may have in users' files.
     output_dirs: the folders under --out that write_outputs fills (DePlot's "tables"): with
       --overwrite, chartjax-infer clears them and predictions.jsonl, nothing else.
-    output: "text" (a decoder's output text: Pix2Struct, T5, BART) or "labels" (an encoder
-      classifier's label name and one logit per label: DeBERTa, TAPAS).
+    output: "text" (a decoder's output text: Pix2Struct, T5, BART), "labels" (an encoder
+      classifier's label name and one logit per label: DeBERTa, TAPAS) or "yes_no" (a FigureQA
+      baseline's answer, its two logits and the probability of yes).
+    features: a task whose models read its own features (no tokenizer file; the FigureQA
+      baselines): the bindings of a run's task factory -> `(encoded image, prompt) ->
+      (model inputs, truncated?)`, as the task's evaluation makes them.
     """
 
     name: str
@@ -134,6 +138,7 @@ class InferenceSpec:
     field_aliases: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     output_dirs: tuple[str, ...] = ()
     output: str = "text"
+    features: Callable[[dict], Callable[[bytes, str], tuple[dict, Any]]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -295,3 +295,24 @@ def test_a_dead_worker_is_one_error_whichever_call_meets_it():
     with pytest.raises(loader.WorkerDied, match="a loader worker process died"):
         list(it)
     assert 1 not in loader._POOLS  # a broken pool is not reused
+
+
+def test_a_stream_closed_by_an_error_frees_its_batches_even_a_block_already_gone():
+    """The packer's error (a row shorter than one example) closed the loader's stream with
+    batches in flight; freeing one whose shared block was already unlinked raised a second
+    traceback, `FileNotFoundError: /psm_...` (issue 44 item 11)."""
+    from multiprocessing import shared_memory
+
+    before = _shm_names()
+    fn = functools.partial(loader.batch_of, functools.partial(_features, 1))
+    chunks = loader.chunked(({"i": i} for i in range(40)), 2, drop_remainder=False)
+    it = loader.map_ordered(fn, chunks, workers=1, ahead=3)
+    next(it)
+    in_flight = [f for f in loader._PENDING if not f.cancelled()]
+    gone = in_flight[0].result()["big"][1]  # ("shm", name, shape, dtype)
+    shm = shared_memory.SharedMemory(name=gone)
+    shm.close()
+    shm.unlink()  # as another cleanup would
+    it.close()  # no FileNotFoundError
+    loader._unlink(gone)  # nor again
+    assert _shm_names() - before == set()

@@ -166,11 +166,35 @@ def test_saved_gin_resolves_macros_and_module_names(tmp_path):
     assert saved_gin.model_config(str(path)).vocab_size == 5
 
 
+def test_saved_gin_reads_a_figureqa_baseline(tmp_path):
+    """A FigureQA run's model (the demo's Relation Network) is read from its config.gin, as the
+    engine's `chartjax.load` / `chartjax-infer --task figureqa` need (issue 44 item 22)."""
+    from chartjax.interop import saved_gin
+    from chartjax.models.relation_network import RNConfig
+
+    path = tmp_path / "config.gin"
+    path.write_text(
+        "train.model_fn = @relation_network.build\n"
+        "relation_network.build.cfg = @RNConfig()\n"
+        "RNConfig.image_size = 64\nRNConfig.kind = 'cnn_lstm'\n"
+        "train.task = 'figureqa'\nfigureqa_task.image_size = 64\n"
+        "figureqa_task.antialias = True\n"
+    )
+    assert saved_gin.model_config(str(path)) == RNConfig(image_size=64, kind="cnn_lstm")
+    run = saved_gin.input_settings(str(path))
+    assert run["task"] == "figureqa"
+    assert run["task_args"] == {"image_size": 64, "antialias": True}
+
+
 @pytest.mark.parametrize(
     "text,message",
     [
         ("T5Config.vocab_size = 3\n", "binds no train.model_fn"),
-        ("train.model_fn = @relation_network.build\n", "not a chartjax model"),
+        ("train.model_fn = @vgg16.build\n", "not a chartjax model"),
+        (
+            "train.model_fn = @relation_network.build\nrelation_network.build.cfg = @T5Config()\n",
+            "not @RNConfig",
+        ),
         ("train.model_fn = @build_model\n", "build_model.config is None"),
         ("train.model_fn = @build_model\nbuild_model.config = @T5Config()\n", "bad T5Config"),
         ("train.model_fn = @build_model\nbuild_model.config = %NOPE\n", "NOPE is not defined"),

@@ -57,6 +57,8 @@ def test_every_cli_task_of_design_8_has_its_door():
         *(f"chart_info_task{k}" for k in ("1", "2", "3", "4", "5", "6a", "6b")),
         "deplot",
         "chartqa",
+        "plotqa",
+        "chartqapro",
     }
     assert {s.layout for n, s in catalog.SCORERS.items() if n.startswith("chart_info")} == {
         "json_dir"
@@ -69,10 +71,13 @@ def test_every_cli_task_of_design_8_has_its_door():
         "summary",
         "text",
         "classify",
+        "figureqa",
     }
     assert {n: s.modality for n, s in catalog.INFERENCE.items()}["text"] == "text"
-    # Only the encoder-classifier door writes labels; every other writes text.
+    # Only the encoder-classifier door writes labels, the FigureQA baselines' yes / no; every
+    # other writes text.
     assert {n for n, s in catalog.INFERENCE.items() if s.output == "labels"} == {"classify"}
+    assert {n for n, s in catalog.INFERENCE.items() if s.output == "yes_no"} == {"figureqa"}
     assert set(catalog.TASKS) >= {"figureqa", "chartcheck", "chart_to_text", "chart_info", "deplot"}
 
 

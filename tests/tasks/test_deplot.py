@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 
 import gin
 import pytest
@@ -237,6 +239,9 @@ def test_deplot_chart_info_recipe(tmp_path, vocab_file, tfds_dir):
     assert targets["344"] == "TITLE | Sales by year\n | 2011\n2005.0 | 21.4268493652"
     assert targets["8"] == "TITLE | \n | \n0.5 | 1.25\n1.5 | 2.00"
     assert all(r["input"] == deplot.PROMPT for r in rows)
+    # each row's chart, inline (issue 44 item 19: a DePlot report showed none)
+    html = (tmp_path / "run" / "eval" / "train" / "step_2" / "report.html").read_text()
+    assert html.count('<td class="thumb"><img src="data:image/png;base64,') == len(rows) == 4
 
 
 def test_deplot_statista_zero_recipe(tmp_path, vocab_file, tfds_dir):
@@ -257,3 +262,24 @@ def test_deplot_statista_zero_recipe(tmp_path, vocab_file, tfds_dir):
     assert_table_metrics(obj, rows)
     assert rows[0]["id"] == "statista/two_col-3"
     assert rows[0]["target"].startswith("TITLE | ") and "\n" in rows[0]["target"]
+    _assert_whole_report_shows_the_chart(tmp_path / "run" / "eval" / "test" / "step_0", tmp_path)
+
+
+def _assert_whole_report_shows_the_chart(split_dir, tmp_path):
+    """A DePlot report showed no chart image (issue 44 item 19): a copy in another folder,
+    opened in headless Chromium, paints the example's chart, inline."""
+    from tests.metrics.test_html_report import _run_chromium, _with_probe
+
+    copy = tmp_path / "elsewhere" / "report.html"
+    copy.parent.mkdir()
+    shutil.copyfile(split_dir / "report.html", copy)
+    text = copy.read_text()
+    assert text.count('<td class="thumb"><img src="data:image/png;base64,') == 1
+    assert not re.search(r'src="(?!data:)', text)
+    js = (
+        "window.addEventListener('load',function(){var im=Array.from(document.images);"
+        "document.body.setAttribute('data-painted',im.filter(function(i){"
+        "return i.complete&&i.naturalWidth>0;}).length+'/'+im.length);});"
+    )
+    dom = _run_chromium(tmp_path, _with_probe(copy, js), "--dump-dom")
+    assert re.search(r'data-painted="(\d+)/(\d+)"', dom).groups() == ("1", "1")

@@ -95,7 +95,7 @@ def test_smoke_run_of_seq2seq_recipes(recipe, tmp_path, capsys, vocab_file, tfds
     ]
     workdir = _smoke(tmp_path, capsys, recipe, bindings)
     (split_dir,) = (workdir / "eval").iterdir()
-    assert split_dir.name == "validation[:1]"
+    assert split_dir.name == "validation__1"  # validation[:1], shell-safe
     obj = json.loads((split_dir / "step_20" / "metrics.json").read_text())
     assert obj["num_examples"] == 1  # the first chart's claims: one in the dummy data
     # The saved config is loadable as a checkpoint's model config (issue 27 item 2).
@@ -108,7 +108,5 @@ def test_smoke_run_of_seq2seq_recipes(recipe, tmp_path, capsys, vocab_file, tfds
 def test_smoke_run_of_the_relation_network(tmp_path, capsys, tfds_dir):
     data_dir = tfds_dir("figureqa")
     workdir = _smoke(tmp_path, capsys, "figureqa_rn", [f"figureqa_task.data_dir = '{data_dir}'"])
-    obj = json.loads(
-        (workdir / "eval" / "validation1[:1]" / "step_20" / "metrics.json").read_text()
-    )
+    obj = json.loads((workdir / "eval" / "validation1__1" / "step_20" / "metrics.json").read_text())
     assert obj["num_examples"] == 2  # the questions of the dummy validation1's first figure

@@ -102,16 +102,40 @@ def test_tables_from_a_fake_runs_folder(runs, tmp_path):
         "[3.6, 62.4] n=5 | 48.3 | unavailable |"
     ) in text
 
-    # A row whose recipe has no run, and a row chartjax cannot run.
+    # A row whose recipe has no run, and a row chartjax cannot run: in the JSON; in the
+    # markdown only with --all.
     text_only = _row(result, ("figureqa", "3"), "Text only")
     assert [c["status"] for c in text_only["cells"]] == ["not run", "not run"]
-    assert "| Text only | `figureqa_text_only` | — | 50.01 | not run | 50.01 | not run |" in text
+    assert "| Text only |" not in text
     abc = _row(result, ("chart_info_2019", "II"), "ABC")  # a participant's own system
     assert abc["recipe"] is None
     assert {c["status"] for c in abc["cells"]} == {"no recipe"}
-    # Chart-to-Text's Pew table: BLEU printed with the paper's two decimals.
-    assert "| OCR-T5 | `chart_to_text_pew_ocr_t5` | — | 10.49 | not run |" in text
     assert result["other_runs"] == [] and "(none)" in text
+    everything = paper_tables.to_markdown(result, all_rows=True)
+    assert "| Text only | `figureqa_text_only` | — | 50.01 | not run | 50.01 | not run |" in (
+        everything
+    )
+    # Chart-to-Text's Pew table: BLEU printed with the paper's two decimals.
+    assert "| OCR-T5 | `chart_to_text_pew_ocr_t5` | — | 10.49 | not run |" in everything
+
+
+def test_only_the_rows_a_run_touches_are_listed(runs, tmp_path):
+    """Two runs listed every row of every paper table, ~60 of them "not run" or "no recipe"
+    (issue 44 item 24): now the rows with a run, and a count of the others."""
+    md = tmp_path / "tables.md"
+    result = paper_tables.main(["--runs", str(runs), "--out", str(md)])
+    text = md.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    listed = [r.split(" | ")[0][2:] for r in rows if not r.startswith(("| row ", "| ↳ "))]
+    assert listed == ["MatCha-chartqa-zero", "RN"]
+    assert "| not run |" not in text and "| no recipe |" not in text
+    figureqa = next(t for t in result["tables"] if t["paper"] == "figureqa")
+    n = len(figureqa["rows"]) - 1
+    assert f"{n} other row{'s' * (n > 1)} of this table without a run here (--all)." in text
+    untouched = [t for t in result["tables"] if not any(r["run"] for r in t["rows"])]
+    assert f"{len(untouched)} tables without a run here (--all lists them): " in text
+    paper_tables.main(["--runs", str(runs), "--out", str(md), "--all"])
+    assert "| Text only | `figureqa_text_only` | — |" in md.read_text()
 
 
 def test_runs_without_a_paper_row_and_runs_named_by_their_folder(tmp_path):

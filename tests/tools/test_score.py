@@ -357,6 +357,8 @@ JSONL_TASKS = {
     ),
     "deplot": ([{"target": "year | a\n2019 | 100"}, {"target": "title | none"}], ["a"]),
     "chartqa": ([{"target": "2010"}, {"target": ""}], True),
+    "plotqa": ([{"target": 2010, "meta": {"template": "min_max"}}, {"target": "no"}], True),
+    "chartqapro": ([{"target": "[a, b]", "meta": {"question_type": "Factoid"}}], [1]),
 }
 
 
@@ -665,4 +667,23 @@ def test_tfds_references_without_a_build_are_one_line(tmp_path, capsys):
         f"no build of 'chartcheck' under {tmp_path / 'tfds'} (looked for "
         f"{tmp_path / 'tfds' / 'chartcheck'}): give its --data_dir" in err
     ), err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_tfds_references_without_data_dir_name_the_default(tmp_path, monkeypatch, capsys):
+    """The probe as met: no --data_dir, nothing built in ~/tensorflow_datasets (issue 44 item
+    15): one line naming the default folder and --data_dir, not TFDS's catalogue."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    pred = tmp_path / "p.jsonl"
+    pred.write_text('{"id": "a", "prediction": "x"}\n')
+    rc = score.main(["--task", "chartcheck", "--predictions", str(pred), "--references",
+                     "tfds:chartcheck:test_two", "--out", str(tmp_path / "m.json")])  # fmt: skip
+    assert rc == 2
+    root = tmp_path / "tensorflow_datasets"
+    assert capsys.readouterr().err == (
+        f"chartjax-score: error: --references tfds:chartcheck:test_two: no build of 'chartcheck' "
+        f"under {root}, the default data_dir (no --data_dir given) (looked for "
+        f"{root / 'chartcheck'}): give its --data_dir, or build it with `tfds build "
+        f"tfds_builders/chartcheck --data_dir={root} ...`\n"
+    )
     assert not (tmp_path / "m.json").exists()

@@ -27,7 +27,7 @@ import tensorflow_datasets as tfds
 from absl import logging
 from etils import epath
 
-from tfds_builders.common import beam_build, input_fingerprint, record_format
+from tfds_builders.common import beam_build, config_choice, input_fingerprint, record_format
 from tfds_builders.common.bad_input import BadInputError, SkipBadMixin
 from tfds_builders.common.images import read_rgb_png
 
@@ -166,6 +166,7 @@ def pmc_2020_items(root: str) -> list[tuple[str, str, str | None]]:
 
 
 class Builder(
+    config_choice.RequireConfigMixin,
     input_fingerprint.InputFingerprintMixin,
     SkipBadMixin,
     record_format.ArrayRecordDefault,
