@@ -9,9 +9,9 @@ STAMP := $(VENV)/.installed-stamp
 PYV := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 LOCK := requirements/py$(PYV).txt
 LOCKED := $(wildcard $(LOCK))
-# Extras of the fallback install (the lock always holds dev,hf). hf: CPU torch 2.13.0 +
-# transformers, the numerical oracle of the parity tests.
-EXTRAS ?= dev,hf
+# Extras of the fallback install (the lock always holds dev,hf,chartqapro). hf: CPU torch 2.13.0 +
+# transformers, the numerical oracle of the parity tests; chartqapro: pyarrow, its builder's reader.
+EXTRAS ?= dev,hf,chartqapro
 # uv reads no pip configuration: pip's find-links (where this machine keeps the CPU torch wheel)
 # are handed on, unless UV_FIND_LINKS is set.
 FIND_LINKS := $(or $(UV_FIND_LINKS),$(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
@@ -73,7 +73,7 @@ lock:
 test-latest: chromium
 	rm -rf $(LATEST) && $(PYTHON) -m venv $(LATEST)/venv
 	$(LATEST)/venv/bin/python -m pip install -q uv
-	$(LATEST)/venv/bin/uv pip install -q --python $(LATEST)/venv/bin/python -e '.[dev,hf]' pip uv
+	$(LATEST)/venv/bin/uv pip install -q --python $(LATEST)/venv/bin/python -e '.[dev,hf,chartqapro]' pip uv
 	$(LATEST)/venv/bin/python -m chartjax.tools.nltk_data
 	$(LATEST)/venv/bin/python tools/lock.py --out $(LATEST)/requirements --no-docs
 	$(LATEST)/venv/bin/pip list --format=freeze > $(LATEST)/installed.txt
@@ -81,7 +81,7 @@ test-latest: chromium
 
 bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.input --with-step
-	$(PY) -m chartjax.tools.bench.train_step --kind rn --image-size 256 --conv-layers 5 --batch 16
+	$(PY) -m chartjax.tools.bench.runner step --rerun --out bench_step.json
 	$(PY) -m chartjax.tools.bench.step --model pix2struct --compare-hf
 	$(PY) -m chartjax.tools.bench.training_parity --out bench_training_parity.json
 	$(PY) -m chartjax.tools.bench.synth --figures 100
@@ -91,22 +91,12 @@ bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.t5x_load
 	$(PY) -m chartjax.tools.bench.scaling --out bench_scaling.json
 	$(PY) -m chartjax.tools.bench.classify --examples 256 --batch 16
-	$(PY) -m chartjax.tools.bench.rn_learning --images 400 --steps 500 --eval_every 250
-	$(PY) -m chartjax.tools.bench.figureqa_sanity --budget-s 600 --out figureqa_sanity.json
-	$(PY) -m chartjax.tools.bench.figureqa_ordering --corpus bars --lr-schedule cosine \
-		--out figureqa_ordering.json \
-		--plot figureqa_ordering.png
-	$(PY) -m chartjax.tools.bench.learning --out bench_learning_out --rerun
-	$(PY) -m chartjax.tools.bench.learning --out runs/bench_learning_values --rerun \
-		--types "Grouped vertical bar" --size 480x360 --max_series 1 --value_labels 16 \
-		--prompt none --steps 1800 --budget_s 100000 --eval_every 600
-	$(PY) -m chartjax.tools.bench.reading --out runs/bench_reading_grid --rerun \
-		--size 576x416 --text_grid 32 --value_labels 20 --stage1_steps 0 --stage2_steps 3000 \
-		--train_charts 3000 --heldout_charts 200 --split_digits --eval_every 500
-	$(PY) -m chartjax.tools.bench.t5_summary --out runs/bench_t5_summary
-	$(PY) -m chartjax.tools.bench.remat_memory --out bench_remat_memory.json
-	$(PY) -m chartjax.tools.bench.peft --batch 2 --patches 64 --input_len 64 --target_len 16 --out bench_peft.json
-	$(PY) -m chartjax.tools.bench.packing --out bench_packing.json
+	$(PY) -m chartjax.tools.bench.runner demo --rerun --out bench_demo.json
+	$(PY) -m chartjax.tools.bench.runner ordering --rerun --out bench_ordering.json
+	$(PY) -m chartjax.tools.bench.runner reading --rerun --out bench_reading.json
+	$(PY) -m chartjax.tools.bench.runner memory --rerun --out bench_memory.json
+	$(PY) -m chartjax.tools.bench.runner peft_memory --rerun --out bench_peft_memory.json
+	$(PY) -m chartjax.tools.bench.runner peft_step --rerun --out bench_peft_step.json
 
 clean:
 	rm -rf $(VENV) demo_out .pytest_cache

@@ -56,10 +56,14 @@ def pins(name: str) -> dict[str, str]:
     return lock_tool.parse(lock_text(name))
 
 
-def test_the_tested_lock_is_python_3_11_with_dev_and_hf():
+def test_the_tested_lock_is_python_3_11_with_dev_hf_and_chartqapro():
     tested = [lock for lock in lock_tool.LOCKS if lock.status == lock_tool.TESTED]
-    assert [(lock.python, lock.extras) for lock in tested] == [("3.11", ("dev", "hf"))]
-    assert lock_text("py3.11").startswith("# chartjax dev+hf on Python 3.11: tested here.\n")
+    assert [(lock.python, lock.extras) for lock in tested] == [
+        ("3.11", ("dev", "hf", "chartqapro"))
+    ]
+    assert lock_text("py3.11").startswith(
+        "# chartjax dev+hf+chartqapro on Python 3.11: tested here.\n"
+    )
 
 
 @pytest.mark.parametrize("name", list(LOCKS))

@@ -71,8 +71,8 @@ class Lock:
 
 
 LOCKS = (
-    Lock("py3.11", "3.11", ("dev", "hf"), TESTED, tools=True),
-    Lock("py3.12", "3.12", ("dev", "hf"), UNTESTED, tools=True, drop=("torch",)),
+    Lock("py3.11", "3.11", ("dev", "hf", "chartqapro"), TESTED, tools=True),
+    Lock("py3.12", "3.12", ("dev", "hf", "chartqapro"), UNTESTED, tools=True, drop=("torch",)),
     Lock("py3.11-cuda", "3.11", ("cuda",), UNTESTED),
     Lock("py3.12-cuda", "3.12", ("cuda",), UNTESTED),
     Lock("py3.11-tpu", "3.11", ("tpu",), UNTESTED),

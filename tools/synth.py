@@ -7,6 +7,7 @@ and sets `func` to the function that runs it.
         --seed S --workers W [--figure-types vbar_categorical] [--max-elements 3] \\
         [--templates 0,1] [--colors-per-set 4]
     chartjax-synth chartqa --out DIR --train-charts N --val-charts M --test-charts K --seed S
+    chartjax-synth plotqa --out DIR --train-plots N --val-plots M --test-plots K --seed S
 """
 
 from __future__ import annotations
@@ -104,6 +105,19 @@ def _add_chartqa(subparsers) -> None:
     p.set_defaults(func=chartqa.run)
 
 
+def _add_plotqa(subparsers) -> None:
+    from chartjax.synth import plotqa
+
+    p = subparsers.add_parser(
+        "plotqa",
+        help="PlotQA (Methani et al. 2020): train/, val/, test/ with annotations.json, QA V1/V2",
+        description=plotqa.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plotqa.add_arguments(p)
+    p.set_defaults(func=plotqa.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chartjax-synth", description=__doc__.split("\n")[0])
     quiet.add_flag(parser)
@@ -111,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_figureqa(subparsers)
     _add_chart_info(subparsers)
     _add_chartqa(subparsers)
+    _add_plotqa(subparsers)
     return parser
 
 

@@ -102,6 +102,26 @@ def render_prompt(template: str, fields: dict, where: str, aliases=None) -> str:
     return template.format(**values)
 
 
+def with_derived(spec: InferenceSpec, template: str, fields: dict, where: str) -> dict:
+    """`fields` and the spec's derived fields (`InferenceSpec.derived`) when `template` names
+    one that `fields` lacks; fields given as input win."""
+    derived = spec.derived
+    if derived is None or not any(
+        n in derived.names and n not in fields for n in template_fields(template)
+    ):
+        return fields
+    given = {}
+    for name in derived.inputs:
+        key = next((k for k in (name, *spec.field_aliases.get(name, ())) if k in fields), None)
+        if key is not None:
+            given[name] = fields[key]
+    try:
+        made = derived.make(given)
+    except (ValueError, TypeError, KeyError) as e:
+        raise InputError(f"{where}: {e}") from None
+    return {**made, **fields}
+
+
 # ------------------------------------------------------------------------ images, JSONL ------
 
 
@@ -231,7 +251,9 @@ def from_jsonl(
         prompt = (
             header
             if header is not None
-            else render_prompt(template, row, where, spec.field_aliases)
+            else render_prompt(
+                template, with_derived(spec, template, row, where), where, spec.field_aliases
+            )
         )
         target = None
         if target_field:
@@ -293,8 +315,16 @@ def from_tfds(
         raise InputError(f"{source.builder_dir}: no 'image' feature for image task {spec.name!r}")
     aliases = spec.field_aliases
     need = [] if header is not None else template_fields(template)
+
+    def present(k: str) -> bool:
+        return k in keys or any(a in keys for a in aliases.get(k, ()))
+
+    derived = spec.derived
+    if derived is not None and any(k in derived.names for k in need):  # read their inputs
+        need = [k for k in need if k not in derived.names]
+        need += [k for k in derived.inputs if present(k)]
     need = list(dict.fromkeys(need + extra.fields()))
-    missing = [k for k in need if k not in keys and not any(a in keys for a in aliases.get(k, ()))]
+    missing = [k for k in need if not present(k)]
     if missing:
         raise InputError(
             f"{name}: the prompt needs features {missing}; the dataset has {sorted(keys)}"
@@ -310,10 +340,13 @@ def from_tfds(
         # Without an id feature the id is the example's position, set when it is read.
         id_ = str(ex["id"]) if "id" in ex else ""
         fields = {k: ex[k] for k in need}
+        where = f"{name}:{split} {id_}"
         prompt = (
             header
             if header is not None
-            else render_prompt(template, fields, f"{name}:{split} {id_}", aliases)
+            else render_prompt(
+                template, with_derived(spec, template, fields, where), where, aliases
+            )
         )
         target, has_target = "", tgt_key is not None
         if has_target:

@@ -35,7 +35,7 @@ RUN_CONFIG = "config.gin"
 
 
 def _families():
-    from chartjax.models import bart, deberta, tapas
+    from chartjax.models import bart, deberta, paligemma, tapas
     from chartjax.models import pix2struct as p2s_lib
     from chartjax.models import relation_network as rn
     from chartjax.models import t5 as t5_lib
@@ -46,6 +46,7 @@ def _families():
         "deberta": (deberta.DebertaConfig, deberta.build),
         "tapas": (tapas.TapasConfig, tapas.build),
         "bart": (bart.BartConfig, bart.build),
+        "paligemma": (paligemma.PaliGemmaConfig, paligemma.build),
         # The FigureQA baselines (any RNConfig.kind), from train runs; float32 only.
         "relation_network": (rn.RNConfig, lambda cfg, seed: rn.build(cfg, nnx.Rngs(seed))),
     }

@@ -231,7 +231,13 @@ def config_to_hf(cfg: T5Config | Pix2StructConfig) -> dict:
 # --------------------------------------------------------------------------- other families
 
 # HF model_type -> the chartjax interop module of the family.
-FAMILIES = {"deberta-v2": "hf_deberta", "tapas": "hf_tapas", "bart": "hf_bart"}
+# PaliGemma is read only so far (hf_paligemma.py): `save` refuses it.
+FAMILIES = {
+    "deberta-v2": "hf_deberta",
+    "tapas": "hf_tapas",
+    "bart": "hf_bart",
+    "paligemma": "hf_paligemma",
+}
 
 
 def _family(model_type: str):
@@ -622,6 +628,10 @@ def save(model, path: str, *, safe_serialization: bool = True, labels=None) -> N
 
     `labels`: a classifier's label names, written as `id2label` / `label2id` (else
     `LABEL_<i>`). BART also gets the generation_config.json of its forced BOS/EOS rules."""
+    from chartjax.models import paligemma
+
+    if isinstance(model, paligemma.PaliGemma):
+        raise NotInHF("writing PaliGemma as an HF folder is not implemented yet (read only)")
     mt = _family_of_model(model)
     if mt is not None:
         from chartjax.interop import hf_name_map

@@ -20,6 +20,7 @@ from chartjax.models.bart import BartConfig
 from chartjax.models.deberta import DebertaConfig
 from chartjax.models.lora import LoraConfig
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
+from chartjax.models.paligemma import PaliGemmaConfig
 from chartjax.models.relation_network import RNConfig
 from chartjax.models.tapas import TapasConfig
 
@@ -29,6 +30,7 @@ CONFIGS = {
     "DebertaConfig": DebertaConfig,
     "TapasConfig": TapasConfig,
     "BartConfig": BartConfig,
+    "PaliGemmaConfig": PaliGemmaConfig,
 }
 HF_CONFIG = "hf_model_config"
 # The FigureQA baselines (Relation Network, CNN+LSTM, text-only): `train.model_fn =

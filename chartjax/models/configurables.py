@@ -26,6 +26,7 @@ from chartjax.models import (
     chart2text,
     deberta,
     model_configs,
+    paligemma,
     pix2struct,
     relation_network,
     t5,
@@ -44,6 +45,9 @@ RNConfig = gin.external_configurable(
 DebertaConfig = gin.external_configurable(deberta.DebertaConfig, module="chartjax.models")
 TapasConfig = gin.external_configurable(tapas.TapasConfig, module="chartjax.models")
 BartConfig = gin.external_configurable(bart.BartConfig, module="chartjax.models")
+# PaliGemma 1 / 2 (SigLIP + Gemma / Gemma 2, models/paligemma.py); usually from an HF folder
+# through `@hf_model_config()`.
+PaliGemmaConfig = gin.external_configurable(paligemma.PaliGemmaConfig, module="chartjax.models")
 LoraConfig = gin.external_configurable(lora_lib.LoraConfig, module="chartjax.models")
 # Chart2text / Field-Infuse (Chart-to-Text Table 4): `build_model.config = @DataToTextConfig()`.
 DataToTextConfig = gin.external_configurable(chart2text.DataToTextConfig, module="chartjax.models")
@@ -63,6 +67,7 @@ BUILDERS = (
     (tapas.TapasConfig, tapas.build),
     (bart.BartConfig, bart.build),
     (chart2text.DataToTextConfig, chart2text.build),
+    (paligemma.PaliGemmaConfig, paligemma.build),
 )
 
 
@@ -71,7 +76,8 @@ def build_model(
     config=gin.REQUIRED, rngs: nnx.Rngs | int | None = None, lora: lora_lib.LoraConfig | None = None
 ):
     """A freshly initialised model for `config` (T5, Pix2Struct, DeBERTa, TAPAS, BART,
-    Chart2text / Field-Infuse), with LoRA adapters where `lora` is given (models/lora.py)."""
+    Chart2text / Field-Infuse, PaliGemma), with LoRA adapters where `lora` is given
+    (models/lora.py)."""
     rngs = 0 if rngs is None else rngs
     for cls, build in BUILDERS:
         if isinstance(config, cls):

@@ -92,3 +92,27 @@ def for_task(model_fn, lengths) -> float | None:
     if not isinstance(cfg, (T5Config, Pix2StructConfig)):
         return None
     return train_flops_per_example(cfg, lengths.encoder, lengths.decoder)["total"]
+
+
+def paligemma_forward_flops(cfg, text_len: int) -> dict[str, float]:
+    """Forward matmul FLOPs per example of a PaliGemma (models/paligemma.PaliGemmaConfig) with
+    `text_len` text tokens after the image tokens: {"vision", "decoder", "total"}.
+
+    SigLIP: patch projection `patch_dim*d_v` per patch, per layer Q/K/V/O `4*d_v^2` and MLP
+    `2*d_v*f_v` per patch, attention `4*N^2*d_v`; projector `d_v*d` per image token. Gemma over
+    the T = N + text_len tokens: Q/O `2*d*H*D`, K/V `2*d*K*D` (K kv heads), GeGLU `3*d*f` per
+    token, attention `4*T^2*H*D` (the full square, as the other families), logits `d*vocab` at
+    every position (the model computes them all)."""
+    n = (cfg.image_size // cfg.patch_size) ** 2
+    dv, fv = cfg.vision_emb_dim, cfg.vision_mlp_dim
+    patch_dim = cfg.patch_size * cfg.patch_size * cfg.num_channels
+    vision = 2 * n * patch_dim * dv + cfg.vision_num_layers * (
+        2 * n * (4 * dv * dv + 2 * dv * fv) + 4 * n * n * dv
+    )
+    vision += 2 * n * dv * cfg.emb_dim
+    t, d = n + text_len, cfg.emb_dim
+    q_inner, kv_inner = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+    layer = 2 * t * (2 * d * q_inner + 2 * d * kv_inner + 3 * d * cfg.mlp_dim)
+    layer += 4 * t * t * q_inner
+    decoder = cfg.num_layers * layer + 2 * t * d * cfg.vocab_size
+    return {"vision": float(vision), "decoder": float(decoder), "total": float(vision + decoder)}

@@ -9,7 +9,8 @@ of its second layer; two-way logits (no, yes).
 Initialization as that code too: the RN's convs and every g and f layer draw weights from a
 truncated normal of std 0.1 with biases 0.1 (`REFERENCE_INIT`); the CNN+LSTM and text-only
 baselines keep Glorot convs and zero biases. With LeCun-normal g/f layers and zero biases the RN
-stayed at chance on an easy corpus (issue 15: tools/bench/figureqa_sanity.py).
+stayed at chance on an easy corpus (issue 15: the former figureqa_sanity bench; its independent
+minimal RN is now the test oracle tests/models/mini_rn.py).
 `RNConfig` and `build` are registered with gin in `chartjax.models.configurables`.
 """
 
@@ -197,7 +198,7 @@ class RelationNetwork(nnx.Module):
             x = jax.nn.relu(layer(x))
         # The mean, as the co-author's "aggregation_type": "avg"; the RN paper sums. With
         # REFERENCE_INIT a sum over the 256 pairs of a 4x4 grid starts the logits at ~500
-        # (loss 276 vs 1.3; tools/bench/figureqa_sanity.py, mini_rn_sum).
+        # (loss 276 vs 1.3; the former figureqa_sanity bench, mini_rn_sum).
         return self.f(jnp.mean(x, axis=(1, 2)), train=train)
 
 

@@ -166,7 +166,7 @@ def snap_texts(d: Drawn, grid: int) -> None:
     inside; after the layout, so nothing else moves. Agg draws a text at whole pixels from its
     box, so a string in one font and size is then the same pixels wherever it lands on a patch
     grid of side `grid`: reading without the sub-patch phase, whose cost to a ViT the reading
-    probe measures (tools/bench/reading_probe.py). Up to grid / 2 pixels off its bar or tick."""
+    probe measured (the former tools/bench/reading_probe.py). Up to grid / 2 pixels off its bar or tick."""
     W, H = d.style.width, d.style.height
     texts = list(d.value_labels) + (list(d.axes[0].labels) if d.axes else [])
     for t in texts:

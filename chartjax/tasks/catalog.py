@@ -23,11 +23,13 @@ from chartjax.tasks import (
     chartqa_references,
     chartqa_task,
     chartqapro,
+    chartqapro_references,
     deplot,
     figureqa,
     free_form,
     matcha,
     plotqa,
+    plotqa_references,
     seq2seq_synthetic,
     synthetic,
     text_classification,
@@ -55,6 +57,7 @@ INFERENCE: dict[str, InferenceSpec] = {
     for spec in (
         deplot.INFERENCE,
         chartqa.INFERENCE,
+        chartqapro.INFERENCE,
         figureqa.INFERENCE,
         chartcheck.INFERENCE,
         free_form.CAPTION,
@@ -72,8 +75,8 @@ SCORERS: dict[str, FileScorer] = {
         *chart_info.SCORERS,
         deplot.SCORER,
         chartqa_references.with_tfds_references(chartqa.SCORER),
-        plotqa.SCORER,
-        chartqapro.SCORER,
+        plotqa_references.with_tfds_references(plotqa.SCORER),
+        chartqapro_references.with_tfds_references(chartqapro.SCORER),
     )
 }
 

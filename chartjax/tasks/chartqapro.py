@@ -1,5 +1,7 @@
 """ChartQAPro (Masry et al. 2025) as lmms-eval runs it: its prompt, as data, and its scorer
-(chartjax.metrics.chartqapro) behind `chartjax-score --task chartqapro`.
+(chartjax.metrics.chartqapro) behind `chartjax-score --task chartqapro`, and the inference spec
+behind `chartjax-infer --task chartqapro` (the prompt written from a row of the build,
+tfds_builders/chartqapro, or of a JSONL file).
 
 Reference rows (docs/design.md §8): `target` is the scored answer (the last of the dataset's
 `Answer` list; a list here means alternatives, the best counts), with an optional `meta` object
@@ -17,7 +19,13 @@ from chartjax.metrics import chartqapro as chartqapro_metrics
 from chartjax.metrics.prediction_files import TEXTS, PredictionFileError, check_fields, located
 from chartjax.metrics.scores import Scores
 from chartjax.tasks.chartqa import check_meta_text, meta_values
-from chartjax.tasks.task import FileScorer, ScoreInputs, answer_prediction
+from chartjax.tasks.task import (
+    DerivedFields,
+    FileScorer,
+    InferenceSpec,
+    ScoreInputs,
+    answer_prediction,
+)
 
 PROMPT_SUFFIX = "\nAnswer the question with a single word."
 # lmms-eval's default: the prompt `prompt()` writes, greedy decoding, at most 16 new tokens.
@@ -67,6 +75,54 @@ def prompt(
         text = questions[-1]
     context = f"Context: {paragraph}\n\n" if paragraph and paragraph.strip() else ""
     return context + text + PROMPT_SUFFIX
+
+
+def _prompt_fields(fields: dict) -> dict[str, str]:
+    """`prompt` (lmms-eval's text) and `query` (the same without its answer instruction: the
+    header a Pix2Struct-style model reads) from a row's `question`, `answer`, `question_type`
+    and `paragraph` (the build's features, or the dataset's column names in a JSONL row)."""
+    if "question" not in fields:
+        raise ValueError("no field 'question' (or 'Question') for the ChartQAPro prompt")
+    answers = fields.get("answer") or []
+    text = prompt(
+        fields["question"],
+        fields.get("question_type"),
+        fields.get("paragraph"),
+        [answers] if isinstance(answers, str) else list(answers),
+    )
+    return {"prompt": text, "query": text[: -len(PROMPT_SUFFIX)]}
+
+
+def _last_answer(value, label_names=None) -> str:
+    """The scored answer: the last of the `answer` list."""
+    if isinstance(value, str):
+        return value
+    items = list(value)
+    return str(items[-1]) if items else ""
+
+
+# `chartjax-infer --task chartqapro --tfds chartqapro:test` (or --inputs rows holding the
+# dataset's fields): lmms-eval's prompt by default, `--template chartqapro_query` without its
+# answer instruction.
+INFERENCE = InferenceSpec(
+    name="chartqapro",
+    modality="image",
+    default_template="chartqapro",
+    templates={"chartqapro": "{prompt}", "chartqapro_query": "{query}"},
+    target_field="answer",
+    target_text=_last_answer,
+    field_aliases={
+        "question": ("Question",),
+        "answer": ("Answer",),
+        "question_type": ("Question Type",),
+        "paragraph": ("Paragraph",),
+    },
+    derived=DerivedFields(
+        names=("prompt", "query"),
+        inputs=("question", "answer", "question_type", "paragraph"),
+        make=_prompt_fields,
+    ),
+)
 
 
 def _is_flags(value) -> bool:

@@ -126,6 +126,8 @@ class InferenceSpec:
     features: a task whose models read its own features (no tokenizer file; the FigureQA
       baselines): the bindings of a run's task factory -> `(encoded image, prompt) ->
       (model inputs, truncated?)`, as the task's evaluation makes them.
+    derived: prompt fields computed from an example's input fields (ChartQAPro's lmms-eval
+      prompt from its question list, answers, type and paragraph), when a prompt names them.
     """
 
     name: str
@@ -139,6 +141,22 @@ class InferenceSpec:
     output_dirs: tuple[str, ...] = ()
     output: str = "text"
     features: Callable[[dict], Callable[[bytes, str], tuple[dict, Any]]] | None = None
+    derived: DerivedFields | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DerivedFields:
+    """Prompt fields an InferenceSpec computes from an example's input fields.
+
+    names: the fields it gives (a template may name them like any input field).
+    inputs: the input fields (TFDS features, JSONL keys; the spec's aliases apply) it reads;
+      those an example lacks are left out of what `make` gets.
+    make(fields) -> {name: text}: from `{input: Python value}`.
+    """
+
+    names: tuple[str, ...]
+    inputs: tuple[str, ...]
+    make: Callable[[dict], dict[str, str]]
 
 
 @dataclasses.dataclass(frozen=True)

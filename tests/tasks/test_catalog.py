@@ -66,6 +66,7 @@ def test_every_cli_task_of_design_8_has_its_door():
     assert set(catalog.INFERENCE) == {
         "deplot",
         "chartqa",
+        "chartqapro",
         "chartcheck",
         "caption",
         "summary",

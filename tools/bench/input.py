@@ -6,8 +6,8 @@
 Without --data_dir a small FigureQA-style corpus is generated and built into a temp folder.
 The loader must deliver at least 2x what the train step consumes (MaxText's methodology:
 loader-only throughput vs synthetic-input step time, measured separately): `--with-step` runs
-bench/train_step.py at the same sizes in a child process, after the loader is timed, and
-reports `input_over_step`.
+the runner's `step` bench (arm rn_256: chartjax-train on synthetic inputs, its logged step_s)
+at the same sizes in a child process, after the loader is timed, and reports `input_over_step`.
 
 Can the host feed one accelerator (issue 18, item 3; issue 25, item 4)? Each path runs with
 each loader worker count of `--workers` (0: the feature map in a thread of this process; more
@@ -98,8 +98,7 @@ def feed_rate(examples: int, cpu_s: float, flops_per_example: float | None) -> d
 
 
 def rn_train_flops_per_example(image_size: int, conv_layers: int, batch: int = 4) -> float:
-    """XLA's FLOP count of the RN training step (chartjax.train's, as bench/train_step.py
-    builds it) per example."""
+    """XLA's FLOP count of the RN training step (chartjax.train's) per example."""
     import jax
 
     from chartjax import mesh as mesh_lib
@@ -303,7 +302,9 @@ def main(argv=None) -> dict:
         help="loader worker counts to run, comma-separated (0: in this process)",
     )
     p.add_argument(
-        "--with-step", action="store_true", help="also run chartjax.tools.bench.train_step"
+        "--with-step",
+        action="store_true",
+        help="also time the product's RN step (runner bench `step`, arm rn_256)",
     )
     p.add_argument("--pix2struct-images", type=int, default=32, help="0: skip that path")
     p.add_argument("--pix2struct-batch", type=int, default=8)
@@ -339,11 +340,17 @@ def main(argv=None) -> dict:
                 args.workers,
                 args.pix2struct_rounds,
             )
-    if args.with_step:
-        argv = ["--kind", "rn", "--image-size", str(args.image_size)]
-        argv += ["--conv-layers", str(args.conv_layers), "--batch", str(args.batch)]
-        step = harness.child_json("chartjax.tools.bench.train_step", argv + ["--steps", "10"])
-        results["step_examples_per_s"] = step["results"]["examples_per_s"]
+    if args.with_step:  # the product's RN step at these sizes, timed by its own loop
+        sizes = [f"RNConfig.image_size = {args.image_size}"]
+        sizes += [f"synthetic_task.image_size = {args.image_size}"]
+        sizes += [f"RNConfig.conv_layers = {args.conv_layers}"]
+        sizes += [f"train.global_batch_size = {args.batch}"]
+        argv = ["step", "--arms", "rn_256", "--rerun", "--workdir", "runs/bench/input_step"]
+        step = harness.child_json(
+            "chartjax.tools.bench.runner", argv + [f"--gin_bindings={b}" for b in sizes]
+        )
+        train = step["results"]["arms"]["rn_256"]["train"]
+        results["step_examples_per_s"] = train["median_examples_per_s"]
         best = max(r["examples_per_s"] for r in results["figureqa"].values())
         results["input_over_step"] = round(best / results["step_examples_per_s"], 2)
     return harness.emit(run.report(results), args.out)

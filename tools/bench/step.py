@@ -1,27 +1,25 @@
-"""Benchmark one model's training step, greedy decoding and patch extraction (JSON on stdout).
+"""Greedy decoding, beam search and patch extraction of one model, beside HF (JSON on stdout).
 
     python -m chartjax.tools.bench.step --model pix2struct --hidden 256 --layers 4 --heads 4 --mlp 1024 \
         --vocab 1024 --patches 512 --targets 64 --batch 8 [--compare-hf]
 
-Synthetic inputs only. This process imports neither TensorFlow nor gin, so it runs on machines
-without them (docs/design.md §7); patch extraction (NumPy, chartjax/data/patches.py) is timed in a
-child process (its own allocator setting) and reported as unavailable if that child fails. `--compare-hf` builds HF transformers (PyTorch) on
+The training step is not timed here: it is the product's, timed by its own loop
+(`python -m chartjax.tools.bench.runner step`, train_metrics.jsonl's `step_s`; XLA's memory and
+FLOPs from `chartjax-train --compile_only`). Synthetic inputs only. This process imports neither
+TensorFlow nor gin, so it runs on machines without them (docs/design.md §7); patch extraction
+(NumPy, chartjax/data/patches.py) is timed in a child process (its own allocator setting) and
+reported as unavailable if that child fails. `--compare-hf` builds HF transformers (PyTorch) on
 the same shapes in this process and times each chartjax call and its HF counterpart side by side
 (harness.interleaved: chartjax, HF, chartjax, HF, ...; the child process does the same for patch
 extraction); `ratios_chartjax_over_hf` holds the median speed-up over the alternations, with its
 min and max. Rates are examples (images) per second from the mean call time. `--only-patches`
 times patch extraction alone (seconds; no model is built), `--resize-threads N` sets the
-threads of chartjax's resize there (default: every usable core, chartjax/data/resize.py).
+threads of chartjax's resize there (default: every usable core, chartjax/data/resize.py). Both
+libraries run in this one process, so they share the allocator setting (`--malloc`) and every
+core (XLA's CPU client and `torch.set_num_threads(os.cpu_count())`).
 
-With `--compare-hf` the training step is timed three ways round-robin (harness.interleaved_many:
-chartjax in `--dtype` (bf16 activations by default), chartjax in fp32, HF in fp32; `--no-fp32-
-beside` drops the middle one), greedy decoding and beam search (`--beams`, HF `num_beams`) side
-by side. Both libraries run in this one process, so they share the allocator setting
-(`--malloc`) and every core (XLA's CPU client and `torch.set_num_threads(os.cpu_count())`).
-`gemm` is the physical ceiling measured in the same run: the best single-GEMM GFLOP/s of JAX
-(f32, bf16) and PyTorch (f32) at the step's MLP shape and at 1024^3; each side reports its
-step's achieved `train_gflops_per_s` (the analytic matmul FLOPs of models/flops.py, the same
-count for both libraries) and `fraction_of_gemm_ceiling`.
+The notes below are of the former version, which also timed a training step of its own beside
+HF's (train ratios, GEMM ceiling); its decode, beam and patch figures are this file's.
 
 Measured (issue 29 item 6; 2-core AMD EPYC with avx512_bf16, shared, load average 3.4 -> 1.8
 during the run, default shapes, jax 0.10.2 / torch 2.13 / transformers 5.24): chartjax over HF
@@ -76,7 +74,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -95,16 +92,9 @@ def _args(argv=None):
     p.add_argument("--targets", type=int, default=64)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--dtype", default="bfloat16", help="chartjax activation dtype")
-    p.add_argument("--steps", type=int, default=5, help="timed training steps")
     p.add_argument("--decode-tokens", type=int, default=32)
     p.add_argument("--decode-reps", type=int, default=3)
     p.add_argument("--beams", type=int, default=4, help="beam search width timed (0: none)")
-    p.add_argument("--gemm-reps", type=int, default=10, help="calls per GEMM-ceiling shape")
-    p.add_argument(
-        "--no-fp32-beside",
-        action="store_true",
-        help="with --compare-hf: skip the third, fp32 chartjax side of the step comparison",
-    )
     p.add_argument("--patch-images", type=int, default=50)
     p.add_argument("--patch-max", type=int, default=2048)
     p.add_argument("--compare-hf", action="store_true")
@@ -201,38 +191,17 @@ def _alternations(reps: int) -> int:
 
 
 def chartjax_fns(a, cfg, batch):
-    """(train_once, decode_once, info): one training step and one greedy decode, each blocking
-    until done; the step is compiled here (`info["train_compile_s"]`). `info["beam_once"]` is
-    one beam search of `a.beams` beams (None when `a.beams` is 0)."""
+    """(decode_once, info): one greedy decode, blocking until done. `info["beam_once"]` is one
+    beam search of `a.beams` beams (None when `a.beams` is 0). The train step is the product's,
+    timed by the runner (`python -m chartjax.tools.bench.runner step`: train_metrics.jsonl's
+    step_s), not here."""
     import jax
     import jax.numpy as jnp
-    import optax
-    from flax import nnx
 
-    from chartjax.models import decoding, flops, losses, pix2struct, t5
+    from chartjax.models import decoding, pix2struct, t5
 
     model = (pix2struct if a.model == "pix2struct" else t5).build(cfg, 0)
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = optax.adafactor(1e-3)
-    opt_state = tx.init(params)
-    jbatch = jax.tree.map(jnp.asarray, batch)
-
-    @jax.jit
-    def step(params, opt_state, rest, b):
-        def loss_fn(p):
-            return losses.seq2seq_loss(nnx.merge(graphdef, p, rest), b, deterministic=False)[0]
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    state = {"p": params, "o": opt_state}
-
-    def train_once():
-        state["p"], state["o"], loss = step(state["p"], state["o"], rest, jbatch)
-        loss.block_until_ready()
-
-    enc_batch = {"encoder_input_tokens": jbatch["encoder_input_tokens"]}
+    enc_batch = {"encoder_input_tokens": jnp.asarray(batch["encoder_input_tokens"])}
 
     def decode_once():
         toks, _ = decoding.greedy_decode(
@@ -246,84 +215,13 @@ def chartjax_fns(a, cfg, batch):
         )  # no beam ever finishes: fixed work, as HF's min_new_tokens
         toks.block_until_ready()
 
-    t0 = time.perf_counter()
-    train_once()
     dev = jax.devices()[0]
     info = {
-        "train_compile_s": time.perf_counter() - t0,
-        "train_flops_per_example": flops.train_flops_per_example(cfg, a.patches, a.targets)[
-            "total"
-        ],
         "device": dev.device_kind,
         "platform": dev.platform,
         "beam_once": beam_once if a.beams else None,
     }
-    return train_once, decode_once, info
-
-
-def _rates(a, train: dict, decode: dict) -> dict:
-    return {
-        "train_examples_per_s": a.batch / train["mean_s"],
-        "train_step_s": train["mean_s"],
-        "decode_examples_per_s": a.batch / decode["mean_s"],
-        "train_step": train,
-        "decode": decode,
-    }
-
-
-def _with_mfu(out: dict) -> dict:
-    from chartjax.models import flops
-
-    tflops, mfu = flops.mfu(
-        out["train_examples_per_s"], out["train_flops_per_example"], 1, out["device"]
-    )
-    return {**out, "tflops_per_s_per_device": tflops, "mfu": mfu}
-
-
-# ----------------------------------------------------------------------------------- ceiling
-
-
-def gemm_shapes(a) -> dict[str, tuple[int, int, int]]:
-    """(m, k, n) of the GEMMs timed for the ceiling: the step's largest (the MLP's
-    tokens x hidden x mlp) and a square 1024 one."""
-    return {"mlp": (a.batch * a.patches, a.hidden, a.mlp), "square1024": (1024, 1024, 1024)}
-
-
-def gemm_ceiling(a, with_torch: bool) -> dict:
-    """The best single-GEMM rate of this machine now, in GFLOP/s: JAX f32 and bf16 and (with
-    torch) PyTorch f32 at `gemm_shapes`, best (fastest) of `a.gemm_reps` calls each.
-    `ceiling_gflops_per_s` is the highest: what a step made only of GEMMs could reach."""
-    import jax
-    import jax.numpy as jnp
-
-    rng = np.random.default_rng(1)
-    out: dict = {}
-    mm = jax.jit(jnp.matmul)
-    for key, (m, k, n) in gemm_shapes(a).items():
-        x32 = rng.standard_normal((m, k), dtype=np.float32)
-        y32 = rng.standard_normal((k, n), dtype=np.float32)
-        flop = 2.0 * m * k * n
-        sides = {}
-        for dt in ("float32", "bfloat16"):
-            x, y = jnp.asarray(x32, dt), jnp.asarray(y32, dt)
-            sides[f"jax_{dt}"] = lambda x=x, y=y: mm(x, y).block_until_ready()
-        if with_torch:
-            import torch
-
-            tx, ty = torch.from_numpy(x32), torch.from_numpy(y32)
-            sides["torch_float32"] = lambda tx=tx, ty=ty: torch.matmul(tx, ty)
-        for side, fn in sides.items():
-            t = harness.timeit(fn, a.gemm_reps, warmup=2)
-            out[f"{side}_{key}_gflops_per_s"] = flop / t["min_s"] / 1e9
-    out["ceiling_gflops_per_s"] = max(out.values())
-    return out
-
-
-def _gflops(side: dict, ceiling: float | None) -> dict:
-    """The step's achieved GFLOP/s (analytic matmul FLOPs, models/flops.py, the same count for
-    every side: the models are the same) and its fraction of the GEMM ceiling."""
-    g = side["train_examples_per_s"] * side["train_flops_per_example"] / 1e9
-    return {"train_gflops_per_s": g, "fraction_of_gemm_ceiling": g / ceiling if ceiling else None}
+    return decode_once, info
 
 
 # ----------------------------------------------------------------------------------- patches
@@ -421,21 +319,18 @@ def main(argv=None) -> dict | None:
         return None
     if a.only_patches:
         return _only_patches(a)
-    libs = ("jax", "jaxlib", "flax", "optax") + (("torch", "transformers") if a.compare_hf else ())
+    libs = ("jax", "jaxlib", "flax") + (("torch", "transformers") if a.compare_hf else ())
     run = harness.Run("step", _run_config(a), libs)
     cfg = _config(a)
     batch = _batch(a, cfg)
     imgs = {key: _chart_image(dpi) for key, dpi in PATCH_IMAGES.items()}
-    cj_train, cj_decode, info = chartjax_fns(a, cfg, batch)
+    cj_decode, info = chartjax_fns(a, cfg, batch)
     cj_beam = info.pop("beam_once")
     results = {}
     if not a.compare_hf:
-        ceiling = gemm_ceiling(a, with_torch=False)
-        train = harness.timeit(cj_train, a.steps)
         decode = harness.timeit(cj_decode, a.decode_reps)
-        results["gemm"] = ceiling
-        results["chartjax"] = _with_mfu({**info, **_rates(a, train, decode)})
-        results["chartjax"].update(_gflops(results["chartjax"], ceiling["ceiling_gflops_per_s"]))
+        results["chartjax"] = {**info, "decode_examples_per_s": a.batch / decode["mean_s"]}
+        results["chartjax"]["decode"] = decode
         if cj_beam is not None:
             beam = harness.timeit(cj_beam, a.decode_reps)
             results["chartjax"]["beam_examples_per_s"] = a.batch / beam["mean_s"]
@@ -443,44 +338,13 @@ def main(argv=None) -> dict | None:
         if not a.skip_patches:
             results["chartjax"].update(bench_patches(a, imgs))
     else:
-        hf_train, hf_decode, hf_info = step_hf.train_and_decode(a, batch)
+        hf_decode, hf_info = step_hf.decode_fns(a, batch)
         hf_beam = hf_info.pop("beam_once") if a.beams else None
-        fns = {"chartjax": cj_train}
-        fp32 = None
-        if not a.no_fp32_beside and a.dtype != "float32":
-            a32 = argparse.Namespace(**{**vars(a), "dtype": "float32", "beams": 0})
-            fp32_train, fp32_decode, fp32 = chartjax_fns(a32, _config(a32), batch)
-            fp32.pop("beam_once")
-            fns["chartjax_fp32"] = fp32_train
-        fns["hf"] = hf_train
-        ceiling = gemm_ceiling(a, with_torch=True)  # between compiles and timing: same machine
-        train = harness.interleaved_many(fns, "hf", _alternations(a.steps))
         decode = harness.interleaved(cj_decode, hf_decode, _alternations(a.decode_reps))
-        results["gemm"] = ceiling
-        results["train_interleaved"] = train
-        results["chartjax"] = _with_mfu({**info, **_rates(a, train["chartjax"], decode["a"])})
-        results["hf"] = {
-            **hf_info,
-            "train_flops_per_example": info["train_flops_per_example"],
-            **_rates(a, train["hf"], decode["b"]),
-        }
-        ratios = {
-            "train_examples_per_s": train["speedup_over_hf"]["chartjax"],
-            "decode_examples_per_s": decode["speedup_a_over_b"],
-        }
-        if fp32 is not None:
-            t32 = train["chartjax_fp32"]
-            results["chartjax_fp32"] = {
-                "train_compile_s": fp32["train_compile_s"],
-                "train_flops_per_example": fp32["train_flops_per_example"],
-                "train_examples_per_s": a.batch / t32["mean_s"],
-                "train_step_s": t32["mean_s"],
-                "train_step": t32,
-            }
-            ratios["train_examples_per_s_fp32"] = train["speedup_over_hf"]["chartjax_fp32"]
-        for side in ("chartjax", "chartjax_fp32", "hf"):
-            if side in results:
-                results[side].update(_gflops(results[side], ceiling["ceiling_gflops_per_s"]))
+        results["chartjax"] = {**info, "decode_examples_per_s": a.batch / decode["a"]["mean_s"]}
+        results["hf"] = {**hf_info, "decode_examples_per_s": a.batch / decode["b"]["mean_s"]}
+        results["chartjax"]["decode"], results["hf"]["decode"] = decode["a"], decode["b"]
+        ratios = {"decode_examples_per_s": decode["speedup_a_over_b"]}
         if cj_beam is not None:
             beam = harness.interleaved(cj_beam, hf_beam, _alternations(a.decode_reps))
             results["chartjax"]["beam_examples_per_s"] = a.batch / beam["a"]["mean_s"]

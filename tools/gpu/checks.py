@@ -31,7 +31,7 @@ step counts are guesses at what fits one 10-minute call):
   rendered text (tasks/matcha_reading_toy.gin), stage 2 reads tables off charts from stage 1's
   checkpoint (tasks/matcha_chart_table_toy.gin), then `chartjax-eval` on held-out charts
   (1,800 + 200 charts: what the 64 MiB upload carries besides the wheels). The
-  CPU version, with the constant baseline and its CI, is tools/bench/reading.py.
+  CPU version, with the constant baseline and its CI, is tools/bench/benches.py's `reading`.
 * `reading_lattice` (issue 28): the CPU bench's lattice run (`--text_grid 32`: labels on the
   patch grid; tasks/chart_table_lattice_toy.gin from scratch) at 4x its width for 400 s, then
   the held-out charts (1,800 + 200). On the CPU it reads
@@ -67,7 +67,7 @@ READING = ("reading", "reading_lattice")  # scored against constant tables (`sco
 
 # The demo's corpus settings (chartjax.tools.demo).
 FIGUREQA_TRAIN, FIGUREQA_VAL = 2000, 250
-# Charts of the reading check: tools/bench/reading.py's corpus, more of them.
+# Charts of the reading check: tools/bench/benches.py's `reading`'s corpus, more of them.
 READING_CORPUS = {
     "types": ["Grouped vertical bar"],
     "size": (480, 360),
@@ -78,7 +78,7 @@ READING_CORPUS = {
 }
 # ~21.6 KB a chart built: 2,000 charts, the wheels (~16 MB) and the checkout fit the 64 MiB.
 READING_TRAIN, READING_HELDOUT, READING_VOCAB = 1800, 200, 1000
-# The lattice charts of tools/bench/reading.py's `--text_grid 32` run (docs/pretraining.md): the
+# The lattice charts of tools/bench/benches.py's `reading`'s `--text_grid 32` run (docs/pretraining.md): the
 # labels on Pix2Struct's patch grid at 256 patches.
 READING_LATTICE_CORPUS = {**READING_CORPUS, "size": (576, 416), "value_labels": 20, "text_grid": 32}
 READING_LATTICE_TRAIN = 1800
@@ -224,7 +224,7 @@ def _reading_lattice(tiny: bool) -> list[dict]:
 
 
 # (size file, patches, {remat policy: batch}); batches: the largest that XLA:CPU's compiled
-# memory analysis fits in 139 GB (tools/bench/remat_memory.py, docs/memory.md).
+# memory analysis fits in 139 GB (the runner's `memory` bench, docs/memory.md).
 MEMORY_ROWS = (
     ("sizes/pix2struct_base.gin", 2048, {"none": 12, "dots_saveable": 24, "full": 62}),
     ("sizes/pix2struct_large.gin", 4096, {"none": 1, "dots_saveable": 2, "full": 7}),
@@ -399,7 +399,7 @@ def prepare_data(check: str, data: str, tiny: bool) -> None:
     """Builds the check's corpora (and vocabulary) under `data` with the package's generators
     and TFDS builders; needs the full environment."""
     from chartjax.tools import demo
-    from chartjax.tools.bench import corpora, learning
+    from chartjax.tools.bench import baselines, corpora
 
     if check == "figureqa":
         n_train, n_val = (20, 10) if tiny else (FIGUREQA_TRAIN, FIGUREQA_VAL)
@@ -434,7 +434,7 @@ def prepare_data(check: str, data: str, tiny: bool) -> None:
             )
         raw_train = os.path.join(data, "raw_train")
         # the lattice recipe's vocabulary: one piece per digit (chartjax-train-vocab --split_digits)
-        learning.train_vocab(raw_train, os.path.join(data, "vocab", "spm"), READING_VOCAB, lattice)
+        baselines.train_vocab(raw_train, os.path.join(data, "vocab", "spm"), READING_VOCAB, lattice)
         write_baselines(raw_train, os.path.join(data, "raw_heldout"), os.path.join(data, BASELINES))
         for split in ("train", "heldout"):
             shutil.rmtree(os.path.join(data, f"raw_{split}"), ignore_errors=True)
@@ -442,15 +442,15 @@ def prepare_data(check: str, data: str, tiny: bool) -> None:
 
 def write_baselines(raw_train: str, raw_heldout: str, path: str, seed: int = 0) -> dict:
     """The constant tables (chosen on the training tables, scored on the held-out ones: the
-    reading bench's learning_curve.constant_baselines), kept for `score`: the raw corpora are
+    baselines.constant_baselines), kept for `score`: the raw corpora are
     not carried."""
-    from chartjax.tools.bench import learning_curve
+    from chartjax.tools.bench import baselines
 
     targets = []
     for f in sorted(glob.glob(os.path.join(raw_heldout, "tables", "*.txt"))):
         with open(f, encoding="utf-8") as fh:
             targets.append(fh.read())
-    baselines = learning_curve.constant_baselines(raw_train, targets, seed)
+    baselines = baselines.constant_baselines(raw_train, targets, seed)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(baselines, f, indent=1)
     return baselines
@@ -458,9 +458,9 @@ def write_baselines(raw_train: str, raw_heldout: str, path: str, seed: int = 0) 
 
 def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
     """A reading check's held-out predictions (as `run` brought them back) against the constant
-    tables, as tools/bench/reading.py scores its runs: RMS F1 without the title row and number
+    tables, as tools/bench/benches.py's `reading` scores its runs: RMS F1 without the title row and number
     cells read exactly, each with the paired bootstrap 95% CI of the margin over charts."""
-    from chartjax.tools.bench import learning, reading
+    from chartjax.tools.bench import baselines as bench_baselines
 
     with open(os.path.join(data, BASELINES), encoding="utf-8") as f:
         baselines = json.load(f)
@@ -476,8 +476,8 @@ def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
         n = found[-1]
         out["runs"][step["name"]] = {
             "step": n,
-            "reads_values": learning.reads_values(workdir, n, baselines, seed),
-            "number_cells": reading.number_cells(workdir, n, baselines, seed),
+            "reads_values": bench_baselines.reads_values(workdir, n, baselines, seed),
+            "number_cells": bench_baselines.number_cells(workdir, n, baselines, seed),
         }
     with open(os.path.join(result_dir, "score.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)

@@ -62,25 +62,3 @@ def test_only_patches_times_the_patch_worker_alone_with_its_resize_threads(monke
     keys = sorted(f"patch_images_per_s{k}" for k in bench_step.PATCH_IMAGES)
     assert sorted(results["chartjax"]) == keys and not results["hf"], results
     assert "ratios_chartjax_over_hf" not in results
-
-
-def test_gemm_ceiling_is_the_best_measured_rate_and_gflops_use_it():
-    from chartjax.tools.bench import step as bench_step
-
-    a = bench_step._args(["--hidden", "32", "--mlp", "64", "--patches", "8", "--batch", "2"])
-    a.gemm_reps = 1
-    assert bench_step.gemm_shapes(a) == {"mlp": (16, 32, 64), "square1024": (1024, 1024, 1024)}
-    g = bench_step.gemm_ceiling(a, with_torch=False)
-    rates = {k: v for k, v in g.items() if k != "ceiling_gflops_per_s"}
-    assert sorted(rates) == sorted(
-        f"jax_{dt}_{shape}_gflops_per_s"
-        for dt in ("float32", "bfloat16")
-        for shape in ("mlp", "square1024")
-    )
-    assert g["ceiling_gflops_per_s"] == max(rates.values()) > 0
-    # 2 examples/s x 3 GFLOP per example = 6 GFLOP/s, half of a 12 GFLOP/s ceiling.
-    side = {"train_examples_per_s": 2.0, "train_flops_per_example": 3e9}
-    assert bench_step._gflops(side, 12.0) == {
-        "train_gflops_per_s": 6.0,
-        "fraction_of_gemm_ceiling": 0.5,
-    }

@@ -1,0 +1,316 @@
+"""The benches the runner runs (tools/bench/runner.py): corpora, recipes, bindings, baselines,
+checks. Data only, and the small functions that read results; every update is chartjax-train's.
+
+`{corpus}` in a command or binding is the corpus folder, `{workdir}` the arm's run folder.
+Benches on a released corpus (Chart-to-Text) take its build as `--gin_bindings
+"DATA_DIR='...'" --gin_bindings "VOCAB='...'"`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from chartjax.tools.bench import baselines
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One `chartjax-train` run: gin files, bindings, and `chartjax-eval` runs after it, each
+    `(split, bindings)`."""
+
+    recipe: tuple[str, ...]
+    bindings: tuple[str, ...] = ()
+    evals: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Bench:
+    name: str
+    doc: str
+    arms: dict[str, Arm]
+    corpus: tuple[str, ...] = ()  # shell commands writing into {corpus}
+    bindings: tuple[str, ...] = ()  # every arm's, before its own
+    compile_only: bool = False
+    train_keys: tuple[str, ...] = ("loss",)
+    metric_keys: tuple[str, ...] = ()  # of metrics.json's `metrics` (all when empty)
+    baseline: Callable[[str], dict] | None = None  # of the corpus folder
+    check: Callable[[dict], dict] | None = None  # of `results`
+
+
+# Short runs of the product's step: timing rows every 5 updates, no evaluation, no checkpoint.
+TIMED = (
+    "train.log_every = 5",
+    "train.final_eval = False",
+    "train.eval_every = 0",
+    "train.checkpoint_every = 100000",
+    "train.progress = False",
+)
+
+
+def _figureqa_corpus(types: str, train: int, val: int) -> tuple[str, ...]:
+    raw = "{corpus}/raw"
+    return (
+        f"chartjax-synth figureqa --out {raw} --train-images {train} --val-images {val} "
+        f"--figure-types {types} --max-elements 3 --templates 0,1 --colors-per-set 4 --seed 0 "
+        "--workers 2",
+        f"tfds build tfds_builders/figureqa --manual_dir={raw} --data_dir={{corpus}}/tfds",
+    )
+
+
+def _chart_info_corpus(train: int, heldout: int) -> tuple[str, ...]:
+    """tools/gpu/checks.py's lattice corpus: labels on the patch grid at 256 patches."""
+    opts = (
+        "--types 'Grouped vertical bar' --size 576x416 --max-categories 3 --max-topics 4 "
+        "--max-series 1 --value-labels 20 --text-grid 32 --workers 2"
+    )
+    out = []
+    for split, num, seed in (("train", train, 1), ("heldout", heldout, 2)):
+        raw = f"{{corpus}}/raw_{split}"
+        out += [
+            f"chartjax-synth chart_info --out {raw} --num {num} --seed {seed} {opts}",
+            f"tfds build tfds_builders/chart_info --config synthetic_2019 --manual_dir={raw} "
+            f"--data_dir={{corpus}}/tfds_{split}",
+        ]
+    return (
+        *out,
+        "chartjax-train-vocab --input {corpus}/raw_train/tables/*.txt --out {corpus}/spm "
+        "--vocab_size 1000 --soft_vocab_limit --split_digits",
+    )
+
+
+def _accuracy(results: dict, arm: str, split: str, best: bool = False) -> dict:
+    m = results["arms"][arm]["eval_best" if best else "eval"][split]
+    return {"accuracy": m["accuracy"], "n": m["num_examples"]}
+
+
+def _wilson(acc: float, n: int) -> tuple[float, float]:
+    from chartjax.metrics.classification import wilson_interval
+
+    return wilson_interval(round(acc * n), n)
+
+
+def ordering(arms: tuple[str, ...], split: str, best: bool = False, chance_band: float = 0.05):
+    """A check: each arm's `split` accuracy with its 95% Wilson interval, the first within
+    `chance_band` of 0.5, each neighbour's intervals apart (arms[0] < arms[1] < ...)."""
+
+    def check(results: dict) -> dict:
+        acc = {a: _accuracy(results, a, split, best) for a in arms}
+        for v in acc.values():
+            v["ci95"] = _wilson(v["accuracy"], v["n"])
+        pairs = [acc[lo]["ci95"][1] < acc[hi]["ci95"][0] for lo, hi in zip(arms, arms[1:])]
+        first = abs(acc[arms[0]]["accuracy"] - 0.5) <= chance_band if len(arms) > 2 else True
+        return {"split": split, "accuracy": acc, "holds": all(pairs) and first}
+
+    return check
+
+
+def reading_check(results: dict) -> dict:
+    """The held-out tables against the best constant ones (RMS F1 without titles, number
+    cells read exactly), paired bootstrap over charts."""
+    base = results["baseline"]
+    workdir = results["arms"]["lattice"]["workdir"]
+    step = results["arms"]["lattice"]["train"]["step"]
+    return {
+        "reads_values": baselines.reads_values(workdir, step, base, 0),
+        "number_cells": baselines.number_cells(workdir, step, base, 0),
+    }
+
+
+# ------------------------------------------------------------------ the benches ------------
+
+FIGUREQA_DEMO = _figureqa_corpus("vbar_categorical", 2000, 250)
+FIGUREQA_BARS = _figureqa_corpus("vbar_categorical,hbar_categorical", 4000, 500)
+FIGUREQA_BINDINGS = ("DATA_DIR = '{corpus}/tfds'", "train.progress = False")
+SELECTION = (  # chartjax/selection.py: the paper's rule, on a batch of validation2 per update
+    "train.selection = @BatchEmaSelection()",
+    "BatchEmaSelection.split = 'validation2'",
+    "BatchEmaSelection.metric = 'accuracy'",
+    "BatchEmaSelection.decay = 0.9",
+    "BatchEmaSelection.start = 100",
+    "BatchEmaSelection.batch_size = 250",
+    "BatchEmaSelection.final_split = 'validation2'",
+    "figureqa_task.eval_splits = ('validation1', 'validation2')",
+    "train.max_train_time_s = None",
+)
+DEMO_LIKE = (  # the CNN+LSTM at the demo RN's settings (tasks/figureqa_demo_rn.gin)
+    "RNConfig.image_size = 64",
+    "RNConfig.conv_layers = 4",
+    "RNConfig.dropout = 0.0",
+    "figureqa_task.image_size = 64",
+    "figureqa_task.antialias = True",
+    "figureqa_task.train_pad = 0",
+    "train.global_batch_size = 32",
+    "train.eval_batch_size = 250",
+    "evaluate.eval_batch_size = 250",
+    "train.num_train_steps = 1200",
+    "train.eval_every = 0",
+    "train.log_every = 50",
+    "make_optimizer.lr = None",
+    "schedule.kind = 'cosine'",
+    "schedule.peak = 1e-3",
+    "schedule.total_steps = 1200",
+)
+PIX2STRUCT_BASE = ("sizes/pix2struct_base.gin",)
+BASE_SHAPES = (  # Pix2Struct-base on the synthetic patch task: 2,048 patches, 128 targets
+    "Pix2StructConfig.patch_size = 16",
+    "Pix2StructConfig.max_position_embeddings = 4096",
+    "synthetic_seq2seq_task.patch_dim = 770",
+    "synthetic_seq2seq_task.input_len = 2048",
+    "synthetic_seq2seq_task.target_len = 127",
+    "Pix2StructConfig.dtype = 'bfloat16'",
+    "train.global_batch_size = 8",
+)
+P2S_SMOKE = ("tasks/pix2struct_synthetic_smoke.gin",)
+C2T_TINY = ("runs/smoke.gin",)  # a tiny model of each family, on the release's build
+
+BENCHES = {
+    b.name: b
+    for b in (
+        Bench(
+            "smoke",
+            "the runner's own check: a tiny T5 on the synthetic copy task, no corpus",
+            {"t5": Arm(("tasks/t5_synthetic_smoke.gin",))},
+            bindings=("train.num_train_steps = 4", "train.log_every = 2", "train.progress = False"),
+            metric_keys=("token_accuracy",),
+        ),
+        Bench(
+            "step",
+            "the product's train step (step_s, input wait) of small recipes, 30 updates",
+            {
+                "t5_tiny": Arm(("tasks/t5_synthetic_smoke.gin",)),
+                "pix2struct_tiny": Arm(P2S_SMOKE),
+                "rn_256": Arm(
+                    ("tasks/synthetic_rn.gin",),
+                    (
+                        "RNConfig.image_size = 256",
+                        "RNConfig.conv_layers = 5",
+                        "synthetic_task.image_size = 256",
+                    ),
+                ),
+            },
+            bindings=(*TIMED, "train.num_train_steps = 30"),
+        ),
+        Bench(
+            "memory",
+            "XLA memory and FLOPs of the Pix2Struct-base step per remat policy (compile only)",
+            {
+                p: Arm(P2S_SMOKE + PIX2STRUCT_BASE, (f"Pix2StructConfig.remat_policy = '{p}'",))
+                for p in ("none", "dots_saveable", "full")
+            },
+            bindings=BASE_SHAPES,
+            compile_only=True,
+        ),
+        Bench(
+            "peft_memory",
+            "LoRA against full fine-tuning of Pix2Struct-base: XLA memory (compile only)",
+            {
+                "full": Arm(P2S_SMOKE + PIX2STRUCT_BASE),
+                "lora": Arm(P2S_SMOKE + PIX2STRUCT_BASE + ("peft/lora.gin",)),
+            },
+            bindings=(*BASE_SHAPES[:-2], "train.global_batch_size = 2"),
+            compile_only=True,
+        ),
+        Bench(
+            "peft_step",
+            "LoRA against full fine-tuning of Pix2Struct-base: step_s of 20 updates",
+            {
+                "full": Arm(P2S_SMOKE + PIX2STRUCT_BASE),
+                "lora": Arm(P2S_SMOKE + PIX2STRUCT_BASE + ("peft/lora.gin",)),
+            },
+            bindings=(
+                *TIMED,
+                "synthetic_seq2seq_task.input_len = 64",
+                "synthetic_seq2seq_task.target_len = 16",
+                "train.global_batch_size = 2",
+                "train.num_train_steps = 20",
+            ),
+        ),
+        Bench(
+            "packing",
+            "Chart-to-Text TAB-T5 rows packed or not: step_s, target tokens/s (needs the build)",
+            {
+                "unpacked": Arm(("tasks/chart_to_text_statista_tab_t5.gin", *C2T_TINY)),
+                "packed": Arm(
+                    ("tasks/chart_to_text_statista_tab_t5.gin", *C2T_TINY),
+                    ("Features.pack = True",),
+                ),
+            },
+            bindings=(
+                *TIMED,
+                "Features.max_input_len = 512",
+                "Features.max_target_len = 128",
+                "train.global_batch_size = 16",
+                "train.num_train_steps = 30",
+            ),
+        ),
+        Bench(
+            "demo",
+            "make demo's runs: the RN against text-only on the demo's FigureQA (validation1)",
+            {
+                "rn": Arm(("tasks/figureqa_demo_rn.gin",)),
+                "text_only": Arm(("tasks/figureqa_demo_text_only.gin",)),
+            },
+            corpus=FIGUREQA_DEMO,
+            bindings=(*FIGUREQA_BINDINGS, "train.max_train_time_s = None"),
+            train_keys=("loss", "accuracy"),
+            metric_keys=("accuracy",),
+            baseline=baselines.figureqa_majority,
+            check=ordering(("text_only", "rn"), "validation1"),
+        ),
+        Bench(
+            "ordering",
+            "FigureQA's ordering, text-only ~ 50% < CNN+LSTM < RN on validation2, train.selection",
+            {
+                "text_only": Arm(
+                    ("tasks/figureqa_demo_text_only.gin",), ("train.num_train_steps = 1200",)
+                ),
+                "cnn_lstm": Arm(("tasks/figureqa_cnn_lstm.gin",), DEMO_LIKE),
+                "rn": Arm(("tasks/figureqa_demo_rn.gin",)),
+            },
+            corpus=FIGUREQA_BARS,
+            bindings=(*FIGUREQA_BINDINGS, *SELECTION),
+            train_keys=("loss", "accuracy"),
+            metric_keys=("accuracy",),
+            baseline=baselines.figureqa_majority,
+            check=ordering(("text_only", "cnn_lstm", "rn"), "validation2", best=True),
+        ),
+        Bench(
+            "reading",
+            "the tiny Pix2Struct reads chart values off lattice charts, against constant tables",
+            {
+                "lattice": Arm(
+                    ("tasks/chart_table_lattice_toy.gin",),
+                    ("deplot_task.train_split = 'train'", "train.final_eval = False"),
+                    evals=(("train", ("DATA_DIR = '{corpus}/tfds_heldout'",)),),
+                )
+            },
+            corpus=_chart_info_corpus(3000, 200),
+            bindings=(
+                "VOCAB = '{corpus}/spm.model'",
+                "DATA_DIR = '{corpus}/tfds_train'",
+                "Pix2StructConfig.vocab_size = 1000",
+                "train.eval_every = 0",
+                "train.progress = False",
+            ),
+            metric_keys=("rms_f1", "rnss"),
+            baseline=baselines.chart_info_tables,
+            check=reading_check,
+        ),
+        Bench(
+            "chart_to_text",
+            "TAB-T5, Chart2text and Field-Infuse learn Chart-to-Text (tiny, needs the build)",
+            {
+                m: Arm((f"tasks/chart_to_text_statista_{m}.gin", *C2T_TINY))
+                for m in ("tab_t5", "tab_chart2text", "tab_field_infuse")
+            },
+            bindings=(
+                "train.num_train_steps = 1000",
+                "schedule.total_steps = 1000",
+                "train.max_train_time_s = None",
+                "train.progress = False",
+            ),
+            metric_keys=("bleu", "rouge_l", "content_selection"),
+        ),
+    )
+}
