@@ -5,6 +5,8 @@ Must run before jax is imported anywhere, so it lives at the root and sets XLA_F
 """
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -16,6 +18,26 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Tests check numerics, not speed: skip most XLA optimizations to halve compile time
 # (as Flax's example tests do). Subprocess tests inherit it through the environment.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+# One persistent compilation cache for the whole run: the xdist workers and every chartjax-train
+# / -eval / -infer subprocess they start compile the same tiny models again and again; with the
+# cache each compiles once. The controlling process makes the folder before the workers start
+# (they and their subprocesses inherit the environment) and removes it at the end;
+# CHARTJAX_TEST_JAX_CACHE names a folder that outlives runs instead (faster local reruns; JAX's
+# cache keys hold the versions, flags and backend).
+_OWN_CACHE = None
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    if os.environ.get("CHARTJAX_TEST_JAX_CACHE"):
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ["CHARTJAX_TEST_JAX_CACHE"]
+    else:
+        _OWN_CACHE = tempfile.mkdtemp(prefix="chartjax-test-jax-cache-")
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = _OWN_CACHE
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE is not None:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 class _TinyHfCheckpoints(dict):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import jax
 import pytest
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -31,15 +30,6 @@ _VOCAB_TEXT = [
     "chart_title axis_title tick_label legend_label value_label mark_label tick_grouping other",
     "0 1 2 3 4 5 6 7 8 9 10 20 30 40 50 60 70 80 90 100 % $ , . ( ) - : |",
 ]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _compilation_cache(tmp_path_factory):
-    cache = os.environ.get("CHARTJAX_TEST_JAX_CACHE") or str(tmp_path_factory.mktemp("jax_cache"))
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    yield
 
 
 @pytest.fixture(scope="session")

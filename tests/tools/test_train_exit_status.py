@@ -22,7 +22,9 @@ def _main(monkeypatch, tmp_path, outcome):
     monkeypatch.setattr(
         train_cli.config,
         "parse_flags",
-        lambda argv, **kw: argparse.Namespace(workdir=str(tmp_path), allow_config_change=False),
+        lambda argv, **kw: argparse.Namespace(
+            workdir=str(tmp_path), allow_config_change=False, compile_only=False
+        ),
     )
     monkeypatch.setattr(train_cli.train_lib, "train", fake_train)
     return train_cli.main(["--gin_file=unused.gin", f"--workdir={tmp_path}"])
