@@ -19,6 +19,9 @@ ifneq ($(FIND_LINKS),)
 export UV_FIND_LINKS := $(FIND_LINKS)
 endif
 export TF_CPP_MIN_LOG_LEVEL := 2
+# No __pycache__ in the working tree; the installed packages are compiled once at install
+# (`--compile-bytecode`): without their .pyc every test and CLI process recompiled jax, torch and
+# TensorFlow from source, about half of each process's start-up.
 export PYTHONDONTWRITEBYTECODE := 1
 LATEST := build/latest
 
@@ -26,20 +29,20 @@ LATEST := build/latest
 # installed when missing and apt-get exists (as root, else through sudo -n).
 APT := $(if $(filter 0,$(shell id -u)),,sudo -n) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install demo test test-latest lock lint bench clean chromium
+.PHONY: install demo test test-fast test-latest lock lint bench clean chromium
 
 $(STAMP): pyproject.toml $(LOCKED)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifneq ($(LOCKED),)
 	$(PY) -m pip install -q "uv==$$(sed -n 's/^uv==//p' $(LOCK))"
-	$(UV) pip sync -q --python $(PY) $(LOCK)
+	$(UV) pip sync -q --compile-bytecode --python $(PY) $(LOCK)
 	grep -q '^torch==' $(LOCK) || $(PY) -m pip install -q 'torch==2.13.0'
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 else
 	@echo "WARNING: no lock for Python $(PYV) ($(LOCK)): installing the newest versions that" \
 	  "pyproject.toml's ranges allow, a combination nobody tested (docs/environment.md)" >&2
 	$(PY) -m pip install -q uv
-	$(UV) pip install -q --python $(PY) --upgrade -e '.[$(EXTRAS)]' pip uv
+	$(UV) pip install -q --compile-bytecode --python $(PY) --upgrade -e '.[$(EXTRAS)]' pip uv
 endif
 	$(PY) -m chartjax.tools.nltk_data  # WordNet + punkt for METEOR, offline (docs/metrics.md §6)
 	touch $(STAMP)
@@ -61,6 +64,11 @@ test: $(STAMP) chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --durations=15
+
+# The fast tier while you work: units, metrics, builders and the structural recipe checks; every
+# test marked `slow` (training runs, several processes, no-TensorFlow runs) left out.
+test-fast: $(STAMP)
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow" --durations=10
 
 # Every lock resolved anew from pyproject.toml's ranges, and docs/environment.md's table.
 lock:

@@ -9,7 +9,7 @@ process writes its rows to a part file and process 0 scores the union.
 A split without answers (a test split whose answers are not released) is predicted, not
 scored: its predictions.jsonl has no target, and metrics.json no metric, each listed in
 `unavailable` with the reason. report.html reads rows as the task's view says and shows the
-figures it names (chartjax/tasks/report_views.py, chartjax/report_figures.py). Evaluating a
+figures it names (the task's `report_view`, chartjax/report_figures.py). Evaluating a
 workdir's checkpoint also writes its metrics to TensorBoard (`eval/<split>/<metric>` at the
 checkpoint's step, chartjax/run_log.py). A progress bar counts the batches on stderr.
 """
@@ -36,9 +36,9 @@ from chartjax import init_checkpoint, report_figures, run_log
 from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax.config_checks import ConfigError
-from chartjax.data import pipeline
+from chartjax.data import pipeline, sources
 from chartjax.metrics import html_report, prediction_files, report
-from chartjax.tasks import catalog, report_views
+from chartjax.tasks import catalog
 from chartjax.tasks.task import Task
 
 # A split may be a TFDS slice (`train[95%:]`, `validation1[:10%]`): its folder under eval/
@@ -185,7 +185,7 @@ def evaluate_split(
             title=f"{task.name} {split} @ step {step}",
         )
     plots = [os.path.join(split_dir, "accuracy_by_group.png")] if plot_groups else []
-    view = report_views.for_task(task.name)
+    view = task.report_view
     figures = None
     if view is not None and view.image_stem is not None:
         # only the rows whose thumbnails the report inlines
@@ -255,39 +255,6 @@ def _gather_to_process0(cols: dict, out_dir: str, split: str, step: int) -> dict
     return {k: np.concatenate([part[k] for part in loaded]) for k in loaded[0]}
 
 
-def check_data(task: Task, splits, *, flag: str = "--split") -> None:
-    """Raises ConfigError before any model is built: one line when the task's dataset is not
-    built under its data_dir (naming the DATA_DIR binding), else one line per split the built
-    dataset lacks (TFDS split strings: `validation1`, `train1[:10%]`, `a+b`). An indexed
-    source (synthetic tasks) serves every split name."""
-    builder = getattr(task.source, "builder", None)
-    if builder is None:
-        return
-    try:
-        known = list(builder().info.splits)
-    except FileNotFoundError as err:
-        raise checks.ConfigError(
-            f"{err} (the recipes read DATA_DIR: --gin_bindings=\"DATA_DIR='/path/to/tfds'\")"
-        ) from None
-    problems = []
-    for split in splits:
-        missing = False
-        for name in re.split(r"\s*\+\s*", split):
-            name = re.sub(r"\[.*\]$", "", name.strip())
-            if name not in known:
-                missing = True
-                problems.append(
-                    f"{flag}={split}: {task.name} has no split {name!r} (it has "
-                    f"{', '.join(known)}){checks.did_you_mean(name, known)}"
-                )
-        # A slice of a small build can hold no record ("train[95%:]" of 8): say so here, not
-        # as array_record's "Paths sequence can not be of 0 length" after training.
-        if not missing and not builder().info.splits[split].num_examples:
-            problems.append(f"{flag}={split}: selects no record of {task.name}'s build")
-    if problems:
-        raise checks.ConfigError("\n".join(problems))
-
-
 @gin.configurable(denylist=["workdir", "checkpoint", "splits"])
 def evaluate(
     workdir: str,
@@ -331,7 +298,7 @@ def evaluate(
     mesh = mesh_lib.make_mesh(mesh_shape)
     axis_rules = mesh_lib.axis_rules(rules)
     the_task = catalog.get_task(task)
-    check_data(the_task, splits or ())
+    sources.check_splits(the_task.source, the_task.name, splits or ())
     spec, init_fn = state_lib.create(model_fn, optax.identity(), mesh, axis_rules, seed)
     if checkpoint is None:
         step = ckpt_lib.latest_step(workdir)

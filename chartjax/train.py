@@ -31,7 +31,7 @@ from chartjax import mesh as mesh_lib
 from chartjax import selection as selection_lib
 from chartjax import state as state_lib
 from chartjax import trainable as trainable_lib
-from chartjax.data import pipeline
+from chartjax.data import pipeline, sources
 from chartjax.models import flops, lora
 from chartjax.run_log import RunLog
 from chartjax.tasks import catalog
@@ -242,9 +242,8 @@ def train(
     train_split = getattr(the_task.source, "train_split", None)
     evaluates = (final_eval or eval_every) and not compile_only
     eval_splits = tuple(the_task.eval_splits) if evaluates else ()
-    eval_lib.check_data(
-        the_task, ((train_split,) if train_split else ()) + eval_splits, flag="split"
-    )
+    splits = ((train_split,) if train_split else ()) + eval_splits
+    sources.check_splits(the_task.source, the_task.name, splits, flag="split")
     if best_metric == eval_lib.LOSS and "decoder_target_tokens" not in the_task.model_inputs:
         raise checks.ConfigError(
             f"train.best_metric = {eval_lib.LOSS!r}: {the_task.name} is not a text-to-text task; "

@@ -1,5 +1,7 @@
 """Shared by the sharding tests: run train steps of a model on a mesh under a rules preset."""
 
+import os
+
 import jax
 import numpy as np
 
@@ -38,7 +40,17 @@ def run_steps(
     )
     state = init()
     losses = []
-    batches = pipeline.train_batches(task, batch_size, 0, 0, 0, 1)
+    # The feature map in a thread of this process: a loader worker process would cost each test
+    # process a start-up (~5 s of CPU) and the loader is not what these tests compare.
+    saved = os.environ.get("CHARTJAX_LOADER_WORKERS")
+    os.environ["CHARTJAX_LOADER_WORKERS"] = "0"
+    try:
+        batches = pipeline.train_batches(task, batch_size, 0, 0, 0, 1)
+    finally:
+        if saved is None:
+            del os.environ["CHARTJAX_LOADER_WORKERS"]
+        else:
+            os.environ["CHARTJAX_LOADER_WORKERS"] = saved
     first = next(batches)
     with mesh_lib.activate(mesh, rules):
         for k in range(steps):

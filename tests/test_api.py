@@ -1,6 +1,6 @@
 """`chartjax.load(...).predict(...)` (issue 27 item 12) predicts what chartjax-infer writes to
-predictions.jsonl on the same inputs and settings, from every checkpoint format and a run
-workdir, and post-processes as the task does (DePlot tables as DataFrames). The tiny checkpoints,
+predictions.jsonl on the same inputs and settings, from a checkpoint and a run workdir (through
+chartjax-infer's engine, whose every format tests/test_infer.py checks), and post-processes as the task does (DePlot tables as DataFrames). The tiny checkpoints,
 vocabulary and images are tests/test_infer.py's."""
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ def test_deplot_predictions_equal_chartjax_infer_from_each_format(
     )  # fmt: skip
     want = [{k: v for k, v in r.items() if k != "table_file"} for r in want]
     paths = [os.path.join(images, IMAGE_FILES[i]) for i in IMAGE_IDS]
+    # chartjax.load builds chartjax-infer's Engine: that every format gives the same rows is
+    # tests/test_infer.py's (test_deplot_every_format_equals_direct_greedy); here a run (its
+    # config.gin's settings) and a bare checkpoint (settings given).
     for path, options in [
         (deplot_run, {}),  # task and vocabulary from the run's config.gin
         (ckpts["t5x"], {"task": "deplot", "vocab": vocab_file}),
-        (ckpts["hf"], {"task": "deplot", "vocab": vocab_file}),
-        (ckpts["chartjax"], {"task": "deplot", "vocab": vocab_file}),
     ]:
         model = chartjax.load(path, dtype="float32", **options)
         assert model.task == "deplot"

@@ -3,23 +3,29 @@ the commands run: the progress bar ends at 100% with every batch counted (it sto
 1/2, on a two-batch split); chartjax-train says where each report.html went; chartjax-eval
 prints a readable line a split, not a dict; a sliced split's folder needs no quoting in a shell
 or a file:// link (`eval/validation_50pct_/`, not `eval/validation[50%:]/`), and runs written
-before under the old names still read."""
+before under the old names still read.
+
+The run is a real `chartjax-train` process, which also checks chartjax.quiet's default on it
+(tests/test_quiet.py has the rest): no TensorFlow start-up banner reaches its stderr."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import gin
 import pytest
 
 from chartjax import evaluate as eval_lib
-from chartjax import plots
+from chartjax import plots, quiet
 from chartjax.tools import evaluate as eval_cli
 from chartjax.tools import paper_tables
-from chartjax.tools import train as train_cli
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY = [
     "RNConfig.image_size=16",
@@ -29,6 +35,9 @@ TINY = [
     "RNConfig.conv_channels=8",
     "RNConfig.g_dim=16",
     "RNConfig.f_dim=16",
+    "RNConfig.g_layers=2",  # few arrays: a first checkpoint saves each as 8 slices
+    "RNConfig.lstm_dim=8",
+    "RNConfig.embed_dim=8",
     "train.global_batch_size=8",
     "evaluate.eval_batch_size=8",
     "train.num_train_steps=2",
@@ -46,32 +55,48 @@ def _last_frame(stderr: str, desc: str) -> str:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A tiny Relation Network trained by chartjax-train with its progress bars on (stdout and
-    stderr as a terminal would get them)."""
+    """A tiny Relation Network trained by a `chartjax-train` process with its progress bars on
+    (stdout and stderr as a terminal would get them) and TF_CPP_MIN_LOG_LEVEL unset."""
     workdir = tmp_path_factory.mktemp("eval_output") / "run"
-    out, err = io.StringIO(), io.StringIO()
-    gin.clear_config()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = train_cli.main(
-                ["--gin_file=tasks/synthetic_rn.gin", f"--workdir={workdir}"]
-                + [f"--gin_bindings={b}" for b in TINY]
-            )
-    finally:
-        gin.clear_config()
-    return workdir, status, out.getvalue(), err.getvalue()
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from chartjax.tools.train import main; sys.exit(main(sys.argv[1:]))",
+        "--gin_file=tasks/synthetic_rn.gin",
+        f"--workdir={workdir}",
+        *[f"--gin_bindings={b}" for b in TINY],
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    # One device: the 8 the suite simulates would only make the run's compile and save longer.
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    return workdir, proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow  # the chartjax-train process
 def test_train_ends_saying_where_the_report_went(run):
     workdir, status, out, err = run
     assert status == 0, err[-2000:]
     report = workdir / "eval" / "validation" / "step_2" / "report.html"
-    assert report.is_file()
+    assert report.read_text().count('data-match="') == 16  # a row a validation example
     assert out == f"validation report: {report}\n"
     last = _last_frame(err, "eval validation")
     assert "100%" in last and " 2/2 " in last, last
 
 
+@pytest.mark.slow  # the chartjax-train process
+def test_train_is_quiet(run):
+    """No start-up banner on stderr (chartjax.quiet's default, on a real command: train imports
+    tensorflow late, after etils has asked importlib.util.find_spec("tensorflow")), and
+    chartjax's own log lines kept."""
+    _, status, _, err = run
+    assert status == 0, err[-2000:]
+    assert "absl::InitializeLog" not in err and "oneDNN" not in err
+    assert quiet.strip_noise(err) == err  # no C++ INFO line left
+    assert " INFO stopped at step 2" in err
+
+
+@pytest.mark.slow  # the chartjax-train process
 def test_eval_of_a_slice_is_readable_and_its_folder_shell_safe(run, capsys):
     workdir, status, _, _ = run
     assert status == 0

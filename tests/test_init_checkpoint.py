@@ -14,8 +14,13 @@ from chartjax.interop import t5x
 from chartjax.models import losses, t5, tiny
 from chartjax.tasks import seq2seq_synthetic
 
+# One layer each way, here and in the checkpoints below: tracing and compiling are most of a
+# tiny run's time.
+ONE = dict(num_encoder_layers=1, num_decoder_layers=1)
 BINDINGS = [
     "T5Config.dtype = 'float32'",
+    "T5Config.num_encoder_layers = 1",
+    "T5Config.num_decoder_layers = 1",
     "train.num_train_steps = 2",
     "train.log_every = 1",
     "train.checkpoint_every = 2",
@@ -35,9 +40,18 @@ def _run(workdir, extra):
     return {r["step"]: r["loss"] for r in rows}
 
 
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """4 steps from a random init: the Adafactor resume's reference and, at step 1, the loss a
+    random init gives."""
+    workdir = tmp_path_factory.mktemp("init_checkpoint") / "straight"
+    losses_by_step = _run(workdir, ["train.num_train_steps = 4"])
+    return workdir, losses_by_step
+
+
 @pytest.mark.parametrize("layout", ["kvstore"])
-def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout):
-    model = t5.build(tiny.tiny_t5(), 7)
+def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout, straight):
+    model = t5.build(tiny.tiny_t5(**ONE), 7)
     ckpt = tmp_path / "checkpoint_1000"
     t5x.save(model, str(ckpt), step=1000)
     # The loss the checkpoint's weights give on the run's first global batch.
@@ -46,7 +60,7 @@ def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout):
     expected, _ = losses.seq2seq_loss(model, batch, deterministic=True)
 
     fine = _run(tmp_path / "finetune", ["include 'init/t5x.gin'", f"INIT_PATH = '{ckpt}'"])
-    scratch = _run(tmp_path / "scratch", [])
+    _, scratch = straight  # the same run from a random init (step 1: before any update)
     assert sorted(fine) == [1, 2]
     np.testing.assert_allclose(fine[1], float(expected), rtol=1e-5)
     assert abs(scratch[1] - fine[1]) > 1e-3  # a random init would not give that loss
@@ -61,7 +75,7 @@ def test_zero_shot_evaluation_of_the_init_weights(tmp_path):
     """No training run: `evaluate` scores the T5X weights as they are, at step 0."""
     from chartjax import evaluate as eval_lib
 
-    model = t5.build(tiny.tiny_t5(), 7)
+    model = t5.build(tiny.tiny_t5(**ONE), 7)
     ckpt = tmp_path / "checkpoint_1000"
     t5x.save(model, str(ckpt), step=1000)
     task = seq2seq_synthetic.make_task(modality="text")
@@ -73,7 +87,7 @@ def test_zero_shot_evaluation_of_the_init_weights(tmp_path):
     config_lib.parse_gin(
         ["tasks/t5_synthetic_smoke.gin"],
         [
-            "T5Config.dtype = 'float32'",
+            *BINDINGS[:3],  # float32, the checkpoint's layers
             "evaluate.eval_batch_size = 32",
             "include 'init/t5x.gin'",
             f"INIT_PATH = '{ckpt}'",
@@ -102,7 +116,7 @@ def test_evaluate_without_checkpoint_or_init_fails(tmp_path):
         gin.clear_config()
 
 
-def test_adafactor_run_resumes_to_the_same_parameters(tmp_path):
+def test_adafactor_run_resumes_to_the_same_parameters(tmp_path, straight):
     """2 + 2 steps with a restart equal 4 straight steps under Adafactor (whose optimizer state
     holds optax's EmptyState nodes, which the shardings tree must keep as nodes)."""
     from chartjax import checkpoint as ckpt_lib
@@ -112,7 +126,6 @@ def test_adafactor_run_resumes_to_the_same_parameters(tmp_path):
 
     run(tmp_path / "resumed", 2)
     run(tmp_path / "resumed", 4)
-    run(tmp_path / "straight", 4)
     a = ckpt_lib.restore_params_only(str(tmp_path / "resumed" / "checkpoints" / "4"))
-    b = ckpt_lib.restore_params_only(str(tmp_path / "straight" / "checkpoints" / "4"))
+    b = ckpt_lib.restore_params_only(str(straight[0] / "checkpoints" / "4"))
     jax.tree.map(np.testing.assert_array_equal, a, b)

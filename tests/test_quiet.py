@@ -56,9 +56,11 @@ def test_filtered_stderr_restores_fd2(capfd):
     assert capfd.readouterr().err == KEPT + "after\n"
 
 
+@pytest.mark.slow  # imports TensorFlow in a process of its own
 def test_verbose_shows_the_tensorflow_banners():
-    # The quiet default is checked on a real CLI run below (train imports tensorflow late,
-    # after etils has asked importlib.util.find_spec("tensorflow")).
+    # The quiet default is checked on a real chartjax-train run, the one
+    # tests/test_eval_output.py makes (train imports tensorflow late, after etils has asked
+    # importlib.util.find_spec("tensorflow")).
     code = "import sys; from chartjax import quiet; quiet.setup(sys.argv[1:]); import tensorflow"
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     proc = subprocess.run(
@@ -88,35 +90,3 @@ def test_each_cli_calls_setup_before_parsing(name):
         and getattr(n.func.value, "id", None) == "quiet"
     ]
     assert calls, f"tools/{name}.py main() does not call quiet.setup"
-
-
-def test_train_cli_is_quiet_and_its_evaluation_writes_report_html(tmp_path):
-    """A real `chartjax-train` run (tiny synthetic RN, 2 steps, one evaluation): no start-up
-    banner on stderr, chartjax's log lines kept, and the evaluation folder has report.html."""
-    bindings = [
-        "RNConfig.image_size=16",
-        "synthetic_task.image_size=16",
-        "RNConfig.conv_layers=2",
-        "RNConfig.conv_channels=8",
-        "RNConfig.g_dim=16",
-        "RNConfig.f_dim=16",
-        "train.num_train_steps=2",
-        "train.progress=False",
-    ]
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from chartjax.tools.train import main; sys.exit(main(sys.argv[1:]))",
-        "--gin_file=tasks/synthetic_rn.gin",
-        f"--workdir={tmp_path}",
-        *[f"--gin_bindings={b}" for b in bindings],
-    ]
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "absl::InitializeLog" not in proc.stderr and "oneDNN" not in proc.stderr
-    assert quiet.strip_noise(proc.stderr) == proc.stderr  # no C++ INFO line left
-    assert " INFO stopped at step 2" in proc.stderr  # chartjax's own log lines stay
-    html = (tmp_path / "eval" / "validation" / "step_2" / "report.html").read_text()
-    assert html.count('data-match="') == 64  # the synthetic validation split

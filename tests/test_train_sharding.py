@@ -34,6 +34,7 @@ def single_device():
     return run_steps(_model_fn, TASK, jax.devices()[:1], (1, 1), "data_parallel")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset,shape", PRESETS)
 def test_sharded_step_equals_single_device(single_device, preset, shape):
     assert len(jax.devices()) == 8

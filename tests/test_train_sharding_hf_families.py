@@ -133,6 +133,7 @@ def single_device():
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family,preset,shape", CASES)
 def test_sharded_step_equals_single_device(single_device, family, preset, shape):
     assert len(jax.devices()) == 8

@@ -63,15 +63,32 @@ def _metrics(split_dir):
     return json.loads((split_dir / "metrics.json").read_text())
 
 
-def test_a_from_scratch_workdir_converts_and_evaluates_with_its_own_config(tmp_path, capsys):
-    workdir = tmp_path / "run"
-    args = [f"--gin_file={_recipe(tmp_path)}", "--gin_file=init/random.gin"]
-    status = train_cli.main(
-        [*args, f"--workdir={workdir}", *(f"--gin_bindings={b}" for b in SHORT)]
-    )
-    assert status == 0, capsys.readouterr().err
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One from-scratch run (the from-weights recipe + init/random.gin, 2 steps) that every test
+    below reads: started, as a user would, from its folder with a relative DATA_DIR and
+    --workdir."""
+    base = tmp_path_factory.mktemp("workdir_config")
+    (base / "tfds").mkdir()
+    recipe_file = _recipe(base)
+    argv = [f"--gin_file={recipe_file}", "--gin_file=init/random.gin", "--workdir", "run"]
+    argv += [f"--gin_bindings={b}" for b in [*SHORT, "DATA_DIR = 'tfds'"]]
+    cwd = os.getcwd()
+    os.chdir(base)
     gin.clear_config()
+    try:
+        status = train_cli.main(argv)
+    finally:
+        gin.clear_config()
+        os.chdir(cwd)
+    assert status == 0
+    return {"base": base, "workdir": base / "run", "argv": argv, "recipe": recipe_file}
 
+
+def test_a_from_scratch_workdir_converts_and_evaluates_with_its_own_config(
+    trained, tmp_path, capsys
+):
+    workdir = trained["workdir"]
     out = tmp_path / "hf"  # chartjax-convert takes the workdir (its latest step)
     convert_checkpoint.main(["--from", "chartjax", "--to", "hf", str(workdir), str(out)])
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["family"] == (
@@ -89,7 +106,7 @@ def test_a_from_scratch_workdir_converts_and_evaluates_with_its_own_config(tmp_p
     assert eval_cli.main([f"--workdir={other}", f"--checkpoint={workdir}"]) == 0
     assert _metrics(other / "eval" / "validation" / "step_2")["num_examples"] == 8
     recorded = recipe.saved_binding(str(other / "config.gin"), "recipe", "gin_files")
-    assert recorded == [_recipe(tmp_path), "init/random.gin"]
+    assert recorded == [trained["recipe"], "init/random.gin"]
     gin.clear_config()
     capsys.readouterr()
 
@@ -164,44 +181,38 @@ def test_a_workdir_that_cannot_be_written_is_one_line_before_any_work(tmp_path, 
     gin.clear_config()
 
 
-def test_relative_paths_are_saved_resolved_and_compared_resolved(tmp_path, monkeypatch):
+def test_relative_paths_are_saved_resolved_and_compared_resolved(trained, monkeypatch):
     """A relative DATA_DIR / VOCAB kept in config.gin worked only from the folder the run
     started in (issue 44 item 18): saved absolute, and a rerun from the same folder (or a
     config.gin saved before, relative) is no config change."""
     from chartjax import workdir_lock
 
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "tfds").mkdir()
-    argv = ["--gin_file", "tasks/t5_synthetic_smoke.gin", "--workdir", "run"]
-    bindings = [f"--gin_bindings={b}" for b in [*SHORT, "DATA_DIR = 'tfds'"]]
-    assert train_cli.main([*argv, *bindings]) == 0
-    saved = (tmp_path / "run" / "config.gin").read_text()
+    base = trained["base"]
+    monkeypatch.chdir(base)
+    saved = (base / "run" / "config.gin").read_text()
     joined = re.sub(r"\\\n\s*", "", saved)  # gin wraps a long binding onto a second line
-    assert f"DATA_DIR = '{tmp_path / 'tfds'}'" in joined
-    gin.clear_config()
-    assert train_cli.main([*argv, *bindings]) == 0  # resumed: not refused as a change
-    relative = saved.replace(str(tmp_path / "tfds"), "tfds")
+    assert f"DATA_DIR = '{base / 'tfds'}'" in joined
+    assert train_cli.main(trained["argv"]) == 0  # resumed: not refused as a change
+    relative = saved.replace(str(base / "tfds"), "tfds")
     assert workdir_lock.config_changes(relative, saved) == []
-    monkeypatch.chdir(tmp_path / "tfds")  # elsewhere, the same relative name is other data
+    monkeypatch.chdir(base / "tfds")  # elsewhere, the same relative name is other data
     assert workdir_lock.config_changes(relative, saved) != []
 
 
-def test_an_evaluation_with_other_settings_writes_beside_the_runs_own(tmp_path, capsys):
+def test_an_evaluation_with_other_settings_writes_beside_the_runs_own(trained, capsys, monkeypatch):
     """chartjax-eval with other bindings overwrote the run's eval/<split>/step_N/ (issue 44
     item 4): results of other settings go to eval_<digest>/, named on stderr, the run's kept."""
-    workdir = tmp_path / "run"
-    argv = ["--gin_file", "tasks/t5_synthetic_smoke.gin", "--workdir", str(workdir)]
-    bindings = [f"--gin_bindings={b}" for b in SHORT]
-    assert train_cli.main([*argv, *bindings]) == 0
-    gin.clear_config()
-    assert eval_cli.main([*argv, *bindings, "--gin_bindings=evaluate.progress = False"]) == 0
+    monkeypatch.chdir(trained["base"])  # the run's relative DATA_DIR and --workdir
+    workdir = trained["workdir"]
+    argv = [str(workdir) if a == "run" else a for a in trained["argv"]]
+    assert eval_cli.main([*argv, "--gin_bindings=evaluate.progress = False"]) == 0
     own = sorted((workdir / "eval").rglob("metrics.json"))
     assert own
     before = {p: p.read_bytes() for p in own}
     gin.clear_config()
     capsys.readouterr()
     other = "--gin_bindings=Decoding.max_decode_len = 3"
-    assert eval_cli.main([*argv, *bindings, other]) == 0
+    assert eval_cli.main([*argv, other]) == 0
     err = capsys.readouterr().err
     (folder,) = [p for p in workdir.iterdir() if p.name.startswith("eval_")]
     assert f"results go to {folder}/, not over the run's eval/" in err

@@ -24,11 +24,13 @@ import collections.abc
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from chartjax import config_checks as checks
 from chartjax.data import tfds_records
 
 RECORD_KEYS = ("id", "prompt", "target", "meta")
@@ -267,3 +269,37 @@ class IndexedSource:
         per = -(-self.num_eval // process_count)
         mine = range(process_index * per, min((process_index + 1) * per, self.num_eval))
         return [self.example(self.eval_offset + i) for i in mine]
+
+
+def check_splits(source, name: str, splits: Sequence[str], *, flag: str = "--split") -> None:
+    """Raises ConfigError before any model is built: one line when `source`'s dataset is not
+    built under its data_dir (naming the DATA_DIR binding), else one line per split the built
+    dataset lacks (TFDS split strings: `validation1`, `train1[:10%]`, `a+b`) or a slice that
+    selects no record. `name` is the task's, for the message. An indexed source (synthetic
+    tasks) serves every split name."""
+    builder = getattr(source, "builder", None)
+    if builder is None:
+        return
+    try:
+        known = list(builder().info.splits)
+    except FileNotFoundError as err:
+        raise checks.ConfigError(
+            f"{err} (the recipes read DATA_DIR: --gin_bindings=\"DATA_DIR='/path/to/tfds'\")"
+        ) from None
+    problems = []
+    for split in splits:
+        missing = False
+        for part in re.split(r"\s*\+\s*", split):
+            part = re.sub(r"\[.*\]$", "", part.strip())
+            if part not in known:
+                missing = True
+                problems.append(
+                    f"{flag}={split}: {name} has no split {part!r} (it has "
+                    f"{', '.join(known)}){checks.did_you_mean(part, known)}"
+                )
+        # A slice of a small build can hold no record ("train[95%:]" of 8): say so here, not
+        # as array_record's "Paths sequence can not be of 0 length" after training.
+        if not missing and not builder().info.splits[split].num_examples:
+            problems.append(f"{flag}={split}: selects no record of {name}'s build")
+    if problems:
+        raise checks.ConfigError("\n".join(problems))

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import gin
 
 from chartjax.data import sources, tables
-from chartjax.tasks import chart_info_tables, seq2seq
+from chartjax.tasks import chart_info_tables, report_views, seq2seq
 from chartjax.tasks.task import FileScorer, ScoreInputs, Task, describe
 
 MODES = ("task1", "task3", "task6b")
@@ -374,6 +374,8 @@ def make_task(
         decoding=decoding,
         shuffle_buffer=shuffle_buffer,
         encoded_keys=encoded,
+        # task 6b is scored with DePlot's table metrics: its rows read as DePlot's
+        report_view=report_views.DEPLOT if mode == "task6b" else None,
     )
 
 

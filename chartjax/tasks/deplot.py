@@ -37,7 +37,7 @@ import gin
 
 from chartjax.data import sources, tables
 from chartjax.metrics.prediction_files import TEXTS, check_fields
-from chartjax.tasks import seq2seq
+from chartjax.tasks import report_views, seq2seq
 from chartjax.tasks.chart_info_tables import (
     CHART_INFO_KEYS,
     block_text,
@@ -159,6 +159,7 @@ def make_task(
         features=features,
         decoding=decoding,
         shuffle_buffer=shuffle_buffer,
+        report_view=report_views.DEPLOT,
     )
     if source == "chartqa":  # a chart per example, not a question per example
         task = dataclasses.replace(task, source=dataclasses.replace(task.source, per_record=True))

@@ -37,7 +37,7 @@ from chartjax.data.images import decode_image_bytes
 from chartjax.metrics import classification as cls_metrics
 from chartjax.metrics import figureqa as figureqa_metrics
 from chartjax.metrics.prediction_files import check_fields, field_of
-from chartjax.tasks import classification
+from chartjax.tasks import classification, report_views
 from chartjax.tasks.task import (
     Evaluation,
     FileScorer,
@@ -305,6 +305,7 @@ def make_task(
         evaluate=evaluate,
         model_inputs=("image", "question_tokens", "question_length", "label"),
         eval_splits=tuple(eval_splits),
+        report_view=report_views.FIGUREQA,
     )
 
 

@@ -1,4 +1,6 @@
-"""How report.html shows each task's rows (`html_report.RowView`), by task name.
+"""How report.html shows each task's rows (`html_report.RowView`): each `Task` carries its view
+(`Task.report_view`, set by the task's factory); `for_task` finds one by name for
+`chartjax-score`, which scores files without a `Task`.
 
 * figureqa: answers 0/1 as "no"/"yes" (what the question asks), the template id (`question_id`,
   which also names the `question_template` breakdown's groups) as its text, and the figure of a
@@ -19,12 +21,12 @@ from chartjax.metrics import figureqa as figureqa_metrics
 from chartjax.metrics import tables as table_metrics
 from chartjax.metrics.html_report import RowView
 from chartjax.report_figures import figure_stem
-from chartjax.tasks import figureqa
+from chartjax.synth.figureqa_questions import TEMPLATES
 
 
 def _yes_no(value: Any) -> str:
     answer = figureqa_metrics.parse_answer(value)
-    return str(value) if answer is None else figureqa.ANSWERS[answer]
+    return str(value) if answer is None else ("no", "yes")[answer]
 
 
 def _template(question_id: Any) -> str | None:
@@ -32,9 +34,9 @@ def _template(question_id: Any) -> str | None:
         i = int(question_id)
     except (TypeError, ValueError):
         return None
-    if not 0 <= i < len(figureqa.TEMPLATES):
+    if not 0 <= i < len(TEMPLATES):
         return None
-    return figureqa.TEMPLATES[i].format(c1="X", c2="Y")
+    return TEMPLATES[i].format(c1="X", c2="Y")
 
 
 def _figureqa_details(row: Mapping[str, Any]) -> str | None:

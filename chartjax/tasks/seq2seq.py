@@ -204,11 +204,13 @@ def make_task(
     image_key: str | None = "image",
     shuffle_buffer: int = 10_000,
     encoded_keys: Sequence[str] = (),
+    report_view=None,
 ) -> Task:
     """A seq2seq Task over the built TFDS dataset `dataset` (`name/config` for configs).
 
     encoded_keys: field keys `expand` receives still encoded (bytes, TFDS decoding skipped),
     e.g. the image of a text-modality task that needs only its size.
+    report_view: the task's `html_report.RowView` (Task.report_view).
 
     score_fn(texts, records, split) -> (Scores, extra) where `records` are the eval records
     (id, prompt, target, meta dict) and `extra` is None or one dict per record added to its
@@ -282,6 +284,7 @@ def make_task(
             decoder=features.max_target_len if spec is None else spec.decoder_len,
         ),
         pack=None if spec is None else functools.partial(packing.pack, spec=spec),
+        report_view=report_view,
     )
 
 

@@ -89,6 +89,8 @@ class Task:
     pack(examples) -> None, or a function from the stream of featurized training examples to
       packed rows (chartjax/data/packing.py); training batches are then rows, in the input
       thread. Evaluation and inference never pack.
+    report_view: how report.html shows the task's rows (`html_report.RowView`:
+      chartjax/tasks/report_views.py), None for the plain view.
     """
 
     name: str
@@ -103,6 +105,7 @@ class Task:
     lengths: SequenceLengths | None = None
     batch_features: Callable[[bool], Callable] | None = None
     pack: Callable | None = None
+    report_view: Any = None
 
 
 @dataclasses.dataclass(frozen=True)

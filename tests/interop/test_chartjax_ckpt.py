@@ -219,7 +219,19 @@ def test_restore_for_prediction_reads_all_but_the_optimizer(tmp_path):
     from chartjax import state as state_lib
     from chartjax.models import relation_network as rn
 
-    cfg = rn.RNConfig(vocab_size=16, image_size=16, conv_layers=2, conv_channels=8, g_dim=16)
+    # Few and small arrays: Orbax saves each replicated array as 8 slices (one a device), each
+    # slice an eager op compiled for its shape and offset, most of this test's time.
+    cfg = rn.RNConfig(
+        vocab_size=16,
+        image_size=16,
+        conv_layers=1,
+        conv_channels=8,
+        embed_dim=8,
+        lstm_dim=8,
+        g_layers=2,
+        g_dim=16,
+        f_dim=16,
+    )
     mesh = mesh_lib.make_mesh((-1, 1))
     rules = mesh_lib.axis_rules("fsdp")
 

@@ -9,6 +9,9 @@ absolute on values of order 1-10, and a max difference below 2% of the values' m
 the two paths round the same bf16 products in a different order, and a bf16 step is 2**-8.
 The fused call runs once per attention layer (counted), never under "einsum"; a nonzero
 attention dropout in a training call falls back to the einsum path (equal outputs).
+
+One layer a stack: the layers of a stack are alike, and the count of fused calls still sees
+every kind of attention (encoder, causal decoder self-attention, cross-attention).
 """
 
 import dataclasses
@@ -43,8 +46,11 @@ def _seq2seq_batch(vocab, pad, start, rng, *, all_pad_row: bool):
     return {"encoder_input_tokens": enc, "decoder_input_tokens": dec, "decoder_target_tokens": tgt}
 
 
+ONE = {"num_encoder_layers": 1, "num_decoder_layers": 1}
+
+
 def _t5(impl, dtype):
-    return t5.build(tiny.tiny_t5(dtype, attention_impl=impl), 0)
+    return t5.build(tiny.tiny_t5(dtype, attention_impl=impl, **ONE), 0)
 
 
 def _t5_batch():
@@ -52,7 +58,7 @@ def _t5_batch():
 
 
 def _p2s(impl, dtype):
-    return pix2struct.build(tiny.tiny_pix2struct(dtype, attention_impl=impl), 0)
+    return pix2struct.build(tiny.tiny_pix2struct(dtype, attention_impl=impl, **ONE), 0)
 
 
 def _p2s_batch():
@@ -68,8 +74,8 @@ def _bart(impl, dtype):
     cfg = bart.BartConfig(
         vocab_size=96,
         d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
+        encoder_layers=1,
+        decoder_layers=1,
         encoder_attention_heads=4,
         decoder_attention_heads=2,
         encoder_ffn_dim=48,
@@ -93,7 +99,7 @@ def _deberta(impl, dtype):
     cfg = deberta.DebertaConfig(
         vocab_size=64,
         hidden_size=32,
-        num_hidden_layers=2,
+        num_hidden_layers=1,
         num_attention_heads=4,
         intermediate_size=48,
         max_position_embeddings=32,
@@ -126,7 +132,7 @@ def _tapas(impl, dtype):
     cfg = tapas.TapasConfig(
         vocab_size=64,
         hidden_size=32,
-        num_hidden_layers=2,
+        num_hidden_layers=1,
         num_attention_heads=4,
         intermediate_size=48,
         max_position_embeddings=32,
@@ -151,11 +157,11 @@ def _tapas_batch():
 
 # name: (build(impl, dtype), batch(), encoder-decoder?, attention layers)
 FAMILIES = {
-    "t5": (_t5, _t5_batch, True, 2 + 2 * 2),
-    "pix2struct": (_p2s, _p2s_batch, True, 2 + 2 * 2),
-    "bart": (_bart, _bart_batch, True, 2 + 2 * 2),
-    "deberta": (_deberta, _deberta_batch, False, 2),
-    "tapas": (_tapas, _tapas_batch, False, 2),
+    "t5": (_t5, _t5_batch, True, 1 + 2 * 1),
+    "pix2struct": (_p2s, _p2s_batch, True, 1 + 2 * 1),
+    "bart": (_bart, _bart_batch, True, 1 + 2 * 1),
+    "deberta": (_deberta, _deberta_batch, False, 1),
+    "tapas": (_tapas, _tapas_batch, False, 1),
 }
 
 
@@ -191,6 +197,7 @@ def fp32(request):
     return f, _run(f, "einsum", "float32"), _run(f, "dot_product", "float32")
 
 
+@pytest.mark.slow
 def test_fp32_dot_product_equals_einsum(fp32):
     family, ref, got = fp32
     assert set(ref) == set(got)
@@ -202,7 +209,13 @@ def test_fp32_dot_product_equals_einsum(fp32):
     assert np.abs(ref["encoded"][1] - ref["encoded"][0]).max() > 1e-2
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+# Pix2Struct's stacks are T5's (models/pix2struct.py imports t5.EncoderStack and Decoder): the
+# bf16 rounding of its attention is T5's; its own inputs (patches) are compared in fp32 above.
+BF16_FAMILIES = sorted(set(FAMILIES) - {"pix2struct"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", BF16_FAMILIES)
 def test_bf16_dot_product_close_to_einsum(family):
     ref = _run(family, "einsum", "bfloat16")
     got = _run(family, "dot_product", "bfloat16")
@@ -240,17 +253,20 @@ def test_fused_call_once_per_attention_layer(family, monkeypatch):
     assert all(c["implementation"] is None for c in calls)
     if family == "t5":  # no 1/sqrt(d) in T5; the decoder's self-attention is causal
         assert {c["scale"] for c in calls} == {1.0}
-        assert sum(c["is_causal"] for c in calls) == 2
+        assert sum(c["is_causal"] for c in calls) == 1
 
 
+@pytest.mark.slow
 def test_attention_dropout_in_training_falls_back_to_einsum():
     batch = jax.tree.map(jnp.asarray, _t5_batch())
     outs = []
     for impl in ("einsum", "dot_product"):
         model = t5.T5Transformer(
-            tiny.tiny_t5(dropout_rate=0.2, attention_impl=impl), rngs=nnx.Rngs(params=0, dropout=1)
+            tiny.tiny_t5(dropout_rate=0.2, attention_impl=impl, **ONE),
+            rngs=nnx.Rngs(params=0, dropout=1),
         )
-        outs.append(np.asarray(model(batch, deterministic=False)))
+        train_call = nnx.jit(lambda m, b: m(b, deterministic=False))  # not op by op
+        outs.append(np.asarray(train_call(model, batch)))
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
@@ -351,8 +367,12 @@ def test_cpu_composite_equals_jax_dot_product_attention(is_causal):
         def f(q, k, v):
             return fn(q, k, v, bias, mask, scale=scale, is_causal=is_causal)
 
-        out, grads = jax.value_and_grad(lambda *a: jnp.sum(jnp.sin(f(*a))), (0, 1, 2))(q, k, v)
-        return f(q, k, v), grads
+        @jax.jit  # one compile, not one per eager op
+        def outputs_and_grads(q, k, v):
+            grads = jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), (0, 1, 2))(q, k, v)
+            return f(q, k, v), grads
+
+        return outputs_and_grads(q, k, v)
 
     def jax_dpa(q, k, v, bias, mask, *, scale, is_causal):
         return jax.nn.dot_product_attention(

@@ -138,6 +138,7 @@ def case(request, tmp_path_factory):
     return dict(name=name, hf=hf_model, model=model, cfg=cfg, ref=ref, logits=logits, enc=enc)
 
 
+@pytest.mark.slow
 def test_decoder_logits_match(case):
     assert case["logits"].dtype == np.float32
     diff = np.abs(case["logits"] - case["ref"]).max()
@@ -152,6 +153,7 @@ def _until_eos(seqs):
     return np.where(after, -1, seqs)
 
 
+@pytest.mark.slow
 def test_greedy_equals_hf_generate(case):
     enc = case["enc"]
     ours, _ = decoding.greedy_decode(
@@ -180,6 +182,7 @@ def test_greedy_equals_hf_generate(case):
         assert (np.asarray(ours)[:, 0] == forced["forced_bos_token_id"]).all()
 
 
+@pytest.mark.slow
 def test_cached_step_equals_teacher_forcing_and_beam_scores(case):
     if case["name"] != "plain":
         pytest.skip("one beam-search compile is enough (forced tokens change the scores)")
@@ -199,6 +202,7 @@ def test_cached_step_equals_teacher_forcing_and_beam_scores(case):
     np.testing.assert_allclose(np.asarray(scores).reshape(-1), picked, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_state_dict_roundtrip_exact(case):
     sd = {k: v.numpy() for k, v in case["hf"].state_dict().items()}
     back = hf_bart.to_hf_state_dict(case["model"])
@@ -209,6 +213,7 @@ def test_state_dict_roundtrip_exact(case):
     fresh.load_state_dict({k: torch.tensor(v) for k, v in back.items()}, strict=True)
 
 
+@pytest.mark.slow
 def test_config_roundtrip(case):
     cfg = case["cfg"]
     assert bart.BartConfig.from_hf_config(cfg.to_hf_config()) == cfg
@@ -216,6 +221,7 @@ def test_config_roundtrip(case):
     assert (cfg.pad_id, cfg.eos_id, cfg.decoder_start_token_id) == (PAD, EOS, START)
 
 
+@pytest.mark.slow
 def test_save_loads_in_hf(case, tmp_path):
     if case["name"] != "scaled_forced":
         pytest.skip("one HF load is enough")
@@ -237,6 +243,7 @@ def test_save_loads_in_hf(case, tmp_path):
     np.testing.assert_allclose(out, case["ref"], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_param_axes_known_to_every_mesh_preset(case):
     mesh = pytest.importorskip("chartjax.mesh")
     for path, var in nnx.to_flat_state(nnx.state(case["model"])):
@@ -290,6 +297,7 @@ def _sharded(state, mesh_lib, mesh, rules):
     return nnx.from_flat_state(flat)
 
 
+@pytest.mark.slow
 def test_tensor_parallel_forward_equals_plain(case):
     if case["name"] != "plain":
         pytest.skip("one sharded compile is enough")
@@ -307,6 +315,7 @@ def test_tensor_parallel_forward_equals_plain(case):
     np.testing.assert_allclose(np.asarray(out), case["logits"], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_bf16_activations_close_to_fp32(case):
     if case["name"] != "scaled_gelu_new":
         pytest.skip("one bf16 compile is enough")

@@ -56,6 +56,7 @@ def test_pix2struct_base_planning_number():
     assert abs(total / 1e12 - 1.82) < 0.02
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["t5", "pix2struct"])
 def test_matches_xla_cost_analysis(kind):
     b, s, t = 1, 96, 16

@@ -15,6 +15,8 @@ from chartjax.models import bart, losses, pix2struct, t5, tiny
 
 ENC, DEC = 24, 12  # the task's fixed lengths (rows have the same)
 RTOL = ATOL = 2e-5
+# One layer a stack: the segment masks and positions enter every layer alike.
+ONE = {"num_encoder_layers": 1, "num_decoder_layers": 1}
 
 
 def _text_examples(seed, n, pad_id, start_id, eos_id, lo=2):
@@ -117,9 +119,10 @@ def _check_segments_isolated(graphdef, state, rows, packed_logits, key, spec):
     assert not np.allclose(out[dec_seg], packed_logits[0][dec_seg], atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", ["dot_product", "einsum"])
 def test_t5_packed_equals_one_by_one(impl):
-    model = t5.build(tiny.tiny_t5(attention_impl=impl), 0)
+    model = t5.build(tiny.tiny_t5(attention_impl=impl, **ONE), 0)
     spec = packing.PackSpec(ENC, DEC, pad_id=0, max_open_rows=2)
     examples = _text_examples(0, 7, pad_id=0, start_id=0, eos_id=1)
     out = _check_packed_equals_single(model, examples, spec)
@@ -130,8 +133,8 @@ def _tiny_bart(impl="dot_product"):
     cfg = bart.BartConfig(
         vocab_size=128,
         d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
+        encoder_layers=1,
+        decoder_layers=1,
         encoder_attention_heads=4,
         decoder_attention_heads=4,
         encoder_ffn_dim=64,
@@ -144,6 +147,7 @@ def _tiny_bart(impl="dot_product"):
     return bart.build(cfg, 0)
 
 
+@pytest.mark.slow
 def test_bart_packed_equals_one_by_one():
     model = _tiny_bart()  # T5 checks both attention paths; the masks are built alike
     # BART pads with 1 and starts the decoder with 2; its targets may hold 0 (<s>).
@@ -156,8 +160,9 @@ def test_bart_packed_equals_one_by_one():
     _check_segments_isolated(*out, "encoder_input_tokens", spec)
 
 
+@pytest.mark.slow
 def test_pix2struct_packed_equals_one_by_one():
-    cfg = tiny.tiny_pix2struct()
+    cfg = tiny.tiny_pix2struct(**ONE)
     model = pix2struct.build(cfg, 0)
     # Charts of 16 patches at most, packed into rows of 48 (several charts per row).
     examples = _image_examples(2, 6, max_patches=16, patch=cfg.patch_size)
@@ -182,7 +187,7 @@ def test_pix2struct_packed_equals_one_by_one():
 
 def test_unpacked_batch_unchanged_by_segment_ids_of_one_example():
     """A row holding one example with segment ids 1 computes what the plain batch computes."""
-    model = t5.build(tiny.tiny_t5(), 0)
+    model = t5.build(tiny.tiny_t5(**ONE), 0)
     spec = packing.PackSpec(ENC, DEC, max_open_rows=1)
     examples = _text_examples(3, 2, pad_id=0, start_id=0, eos_id=1)
     rows = [packing.pack_row([ex], spec) for ex in examples]
@@ -193,6 +198,7 @@ def test_unpacked_batch_unchanged_by_segment_ids_of_one_example():
     np.testing.assert_allclose(a[valid], b[valid], rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.slow
 def test_packed_train_steps_sharded_equal_single_device():
     """Packed rows through the real train step and pipeline: segment features are sharded with
     the batch, and 8 data-parallel devices give the single-device losses and parameters."""
@@ -212,7 +218,7 @@ def test_packed_train_steps_sharded_equal_single_device():
     )
 
     def fn(rngs):
-        return t5.build(tiny.tiny_t5(num_encoder_layers=1, num_decoder_layers=1), rngs)
+        return t5.build(tiny.tiny_t5(**ONE), rngs)
 
     kw = {"batch_size": 8, "optimizer": ("adafactor", 1e-2)}
     one = run_steps(fn, task, jax.devices()[:1], (1, 1), "data_parallel", **kw)

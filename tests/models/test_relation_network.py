@@ -22,9 +22,12 @@ def _batch(b=3, size=32):
 @pytest.mark.parametrize("kind", ["rn", "cnn_lstm", "text_only"])
 def test_output_shapes(kind):
     cfg = rn.RNConfig(kind=kind, vocab_size=16, image_size=32, conv_layers=3)
-    model = rn.build(cfg, rngs=nnx.Rngs(0))
+    # Shapes only (traced, not run, as test_paper_sizes): every kind runs for real in the
+    # FigureQA recipes' train steps (tests/tasks/test_figureqa.py) and the numerics tests.
+    model = nnx.eval_shape(lambda: rn.build(cfg, rngs=nnx.Rngs(0)))
     for train in (True, False):
-        assert model(_batch(), train=train).shape == (3, 2)
+        out = nnx.eval_shape(lambda m, b, train=train: m(b, train=train), model, _batch())
+        assert out.shape == (3, 2)
 
 
 def test_paper_sizes():
@@ -46,7 +49,11 @@ def test_first_g_layer_equals_dense_on_concatenated_pairs():
     m = rn.build(cfg, rngs=nnx.Rngs(1))
     objs = jax.random.normal(jax.random.key(0), (2, 4, 6))
     q = jax.random.normal(jax.random.key(1), (2, 6))
-    fast = m.g_obj_j(objs)[:, None] + m.g_obj_i(objs)[:, :, None] + m.g_q(q)[:, None, None]
+    fast = nnx.jit(  # one compile, not one per eager op
+        lambda m, objs, q: (
+            m.g_obj_j(objs)[:, None] + m.g_obj_i(objs)[:, :, None] + m.g_q(q)[:, None, None]
+        )
+    )(m, objs, q)
     w = jnp.concatenate([m.g_obj_j.kernel[...], m.g_obj_i.kernel[...], m.g_q.kernel[...]])
     n = objs.shape[1]
     pairs = jnp.concatenate(
@@ -64,6 +71,7 @@ def test_first_g_layer_equals_dense_on_concatenated_pairs():
 def test_question_state_ignores_padding():
     cfg = rn.RNConfig(kind="text_only", vocab_size=16, lstm_dim=4, f_dim=8)
     m = rn.build(cfg, rngs=nnx.Rngs(0))
-    a = m.question(jnp.asarray([[1, 5, 2, 0, 0]]), jnp.asarray([3]))
-    b = m.question(jnp.asarray([[1, 5, 2, 7, 9]]), jnp.asarray([3]))
+    question = nnx.jit(lambda m, tokens, n: m.question(tokens, n))  # not op by op
+    a = question(m, jnp.asarray([[1, 5, 2, 0, 0]]), jnp.asarray([3]))
+    b = question(m, jnp.asarray([[1, 5, 2, 7, 9]]), jnp.asarray([3]))
     np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -4,6 +4,8 @@ loss, greedy decoding, and HF checkpoint import (initialised, with a warning) / 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,10 +46,17 @@ def _no_boxes(batch):
     return {k: v for k, v in batch.items() if k != "encoder_input_boxes"}
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _forward(graphdef, state, batch):
+    return nnx.merge(graphdef, state)(batch, deterministic=True)
+
+
 def _logits(model, batch):
-    return np.asarray(model(batch, deterministic=True))
+    """Jitted: one compile per model structure and batch keys, not one per eager op."""
+    return np.asarray(_forward(*nnx.split(model), batch))
 
 
+@pytest.mark.slow
 def test_zero_init_is_the_plain_model():
     plain, boxed = _models()
     kernel = boxed.box_embedding.kernel[...]
@@ -69,26 +78,31 @@ def test_boxes_enter_only_through_the_encoder_input():
     zero = batch | {"encoder_input_boxes": jnp.zeros_like(batch["encoder_input_boxes"])}
     np.testing.assert_array_equal(_logits(boxed, zero), _logits(plain, _no_boxes(batch)))
     # Nonzero boxes: the plain model's encoder on embeddings + boxes @ W, then its decoder.
-    emb = plain.token_embedder(batch["encoder_input_tokens"])
-    x = emb + jnp.einsum("bsc,ce->bse", batch["encoder_input_boxes"], w)
-    mask = batch["encoder_input_tokens"] > 0
-    encoded = plain.encoder(x, mask, deterministic=True)
-    np.testing.assert_allclose(
-        np.asarray(boxed.encode(batch)), np.asarray(encoded), rtol=1e-6, atol=1e-6
-    )
-    want = plain.decoder(
-        batch["decoder_input_tokens"],
-        encoded,
-        mask,
-        batch["decoder_target_tokens"] > 0,
-        deterministic=True,
-        embedder=plain.token_embedder,
-    )
+
+    @nnx.jit
+    def by_hand(plain, boxed, batch, w):
+        emb = plain.token_embedder(batch["encoder_input_tokens"])
+        x = emb + jnp.einsum("bsc,ce->bse", batch["encoder_input_boxes"], w)
+        mask = batch["encoder_input_tokens"] > 0
+        encoded = plain.encoder(x, mask, deterministic=True)
+        want = plain.decoder(
+            batch["decoder_input_tokens"],
+            encoded,
+            mask,
+            batch["decoder_target_tokens"] > 0,
+            deterministic=True,
+            embedder=plain.token_embedder,
+        )
+        return boxed.encode(batch), encoded, want
+
+    got_encoded, encoded, want = by_hand(plain, boxed, batch, jnp.asarray(w))
+    np.testing.assert_allclose(np.asarray(got_encoded), np.asarray(encoded), rtol=1e-6, atol=1e-6)
     got = _logits(boxed, batch)
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
     assert np.abs(got - _logits(plain, _no_boxes(batch))).max() > 1e-3
 
 
+@pytest.mark.slow
 def test_zero_init_still_learns_and_decoding_reads_boxes():
     _, boxed = _models()
     batch = _batch()
@@ -96,7 +110,7 @@ def test_zero_init_still_learns_and_decoding_reads_boxes():
     def loss(m):
         return losses.seq2seq_loss(m, batch, deterministic=True)[0]
 
-    grads = nnx.grad(loss)(boxed)
+    grads = nnx.jit(nnx.grad(loss))(boxed)
     g = np.asarray(grads["box_embedding"]["kernel"][...])
     assert np.abs(g).max() > 0  # zero init is not stuck: d loss / d W = boxes^T . d loss / d x
     boxed.box_embedding.kernel[...] = jnp.asarray(

@@ -72,3 +72,17 @@ class _Built:
 def tfds_dir(tmp_path_factory) -> _Built:
     """`tfds_dir("chartcheck")` / `tfds_dir("chart_to_text", "pew")` -> the data_dir."""
     return _Built(str(tmp_path_factory.mktemp("tfds")))
+
+
+@pytest.fixture(scope="session")
+def tiny_t5x(tmp_path_factory):
+    """`tiny_t5x("pix2struct" | "t5")` -> a T5X checkpoint of the tiny model (vocab 400, 1+1
+    layers, tests/tasks/tiny_recipes.py), written once per session; read-only."""
+    from tests.tasks.test_deplot import tiny_t5x_checkpoint
+
+    root = tmp_path_factory.mktemp("tiny_t5x")
+
+    def get(family: str = "pix2struct") -> str:
+        return tiny_t5x_checkpoint(str(root / family / "checkpoint_0"), family=family)
+
+    return get

@@ -17,7 +17,6 @@ from tests.tasks.test_deplot import (
     assert_table_metrics,
     read_eval,
     run_recipe,
-    tiny_t5x_checkpoint,
 )
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -27,8 +26,8 @@ TINY_T5 = [
     "T5Config.num_heads = 4",
     "T5Config.head_dim = 8",
     "T5Config.mlp_dim = 64",
-    "T5Config.num_encoder_layers = 2",
-    "T5Config.num_decoder_layers = 2",
+    "T5Config.num_encoder_layers = 1",
+    "T5Config.num_decoder_layers = 1",
     "T5Config.vocab_size = 400",
     "T5Config.dtype = 'float32'",
     "Features.max_input_len = 64",
@@ -281,9 +280,10 @@ def _check_common(obj, rows, mode, n):
     assert obj["metrics"]["num_unannotated"] == (0 if mode == "task1" else 1)
 
 
-def test_task1_recipe(tmp_path, vocab_file, tfds_dir):
+@pytest.mark.slow
+def test_task1_recipe(tmp_path, vocab_file, tfds_dir, tiny_t5x):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
-    init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"))
+    init = tiny_t5x("pix2struct")
     run_recipe(
         "chart_info_task1_pix2struct",
         tmp_path / "run",
@@ -308,9 +308,10 @@ def test_task1_recipe(tmp_path, vocab_file, tfds_dir):
     }
 
 
-def test_task3_recipe(tmp_path, vocab_file, tfds_dir):
+@pytest.mark.slow
+def test_task3_recipe(tmp_path, vocab_file, tfds_dir, tiny_t5x):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
-    init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"), family="t5")
+    init = tiny_t5x("t5")
     run_recipe(
         "chart_info_task3_t5",
         tmp_path / "run",
@@ -332,9 +333,10 @@ def test_task3_recipe(tmp_path, vocab_file, tfds_dir):
     assert all(r["label"] in chart_info.ROLES or r["label"] == "" for r in rows)
 
 
-def test_task6b_recipe(tmp_path, vocab_file, tfds_dir):
+@pytest.mark.slow
+def test_task6b_recipe(tmp_path, vocab_file, tfds_dir, tiny_t5x):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
-    init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"))
+    init = tiny_t5x("pix2struct")
     run_recipe(
         "chart_info_task6b_deplot",
         tmp_path / "run",

@@ -55,6 +55,7 @@ def _encoder(step_dir):
     return checkpoint.restore_params_only(str(step_dir))["encoder"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["statista", "pew"])
 def test_barlow_twins_then_captioning(config, tmp_path, data_dir):
     bt_dir, sat_dir = tmp_path / "bt", tmp_path / "sat"

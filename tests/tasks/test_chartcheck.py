@@ -16,7 +16,7 @@ import pytest
 from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
 from chartjax.tasks import chartcheck as cc
-from tests.tasks.tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
+from tests.tasks.tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, recipe_batches
 
 ROOT = str(Path(__file__).resolve().parents[2])
 RECIPE_DIR = os.path.join(ROOT, "gin_configs", "tasks")
@@ -259,9 +259,21 @@ def test_bad_arguments_are_named():
 # ----------------------------------------------------------------------- end to end --------
 # Every recipe body goes through `recipe_pipeline` (its gin parsed with tiny sizes, the task
 # built, its train and eval batches featurized from the dummy data, scored and written as
-# metrics.json, no model). A train()/evaluate() run costs 5-20 s of tracing and checkpointing on 2 cores even
-# with its compiles cached (more for the first of a model family); `test_recipe_end_to_end`
-# runs it for every recipe all the same (issue #7: every recipe runs end to end in make test).
+# metrics.json, no model). A train()/evaluate() run costs 5-20 s of tracing and checkpointing on
+# 2 cores even with its compiles cached, so `test_recipe_end_to_end` runs one recipe per
+# (model family x task kind) (issue #43 item 6, DESIGN §8); the other rows differ from their
+# representative only in gin values that `test_recipe_pipeline` checks:
+#
+#   family                     task kind                                   end to end
+#   MatCha (Pix2Struct)        fine-tune, verdict (+ explanation) as text  matcha_finetune_5050_multi
+#                              (class / multi / 5050 prompts)              (every split)
+#   MatCha (Pix2Struct)        zero-shot, evaluation only                  matcha_chartqa_zero
+#   Flan-T5 on DePlot tables   fine-tune, explanation of a predicted label deplot_flant5_explanation_pred_labels
+#                              (class / multi / gold-label explanation)
+#   Flan-T5 on DePlot tables   zero/few-shot prompted, evaluation only     deplot_flant5_few_multi
+#   DeBERTa / TAPAS            encoder classifier                          test_chartcheck_classifier.py
+# The LoRA rows are peft/lora.gin on a row above; a gin run with it trains in
+# tests/models/test_lora.py.
 
 RUN_TINY = RUN_TINY + ["chartcheck_task.shuffle_buffer = 8"]
 SPLIT_SIZES = {"train": 5, "validation": 3, "test_one": 4, "test_two": 3}
@@ -279,7 +291,12 @@ EVAL_ONLY = {
     "chartcheck_deplot_flant5_zero_multi",
     "chartcheck_deplot_flant5_few_multi",
 }
-E2E = RECIPES  # every recipe, end to end (issue #7)
+E2E = [
+    "chartcheck_matcha_finetune_5050_multi",
+    "chartcheck_matcha_chartqa_zero",
+    "chartcheck_deplot_flant5_explanation_pred_labels",
+    "chartcheck_deplot_flant5_few_multi",
+]
 ALL_SPLITS = "chartcheck_matcha_finetune_5050_multi"  # evaluated on every split
 CLASSIFY_ONLY = {"flan_class", "matcha_class"}
 
@@ -355,15 +372,9 @@ def files(tmp_path_factory, all_ids):
 
 
 @pytest.fixture(scope="module")
-def init_ckpts(tmp_path_factory):
+def init_ckpts(tiny_t5x):
     """Tiny T5X checkpoints standing in for MatCha (Pix2Struct) and Flan-T5 (T5 v1.1)."""
-    from chartjax.interop import t5x
-    from chartjax.models import pix2struct, t5, tiny
-
-    d = tmp_path_factory.mktemp("chartcheck_init")
-    t5x.save(pix2struct.build(tiny.tiny_pix2struct(**TINY_LAYERS), 3), str(d / "p2s"))
-    t5x.save(t5.build(tiny.tiny_t5(**TINY_LAYERS), 3), str(d / "t5"))
-    return {"p2s": str(d / "p2s"), "t5": str(d / "t5")}
+    return {"p2s": tiny_t5x("pix2struct"), "t5": tiny_t5x("t5")}
 
 
 def _bindings(recipe, vocab_file, data_dir, files, init_path="unused", extra=()):
@@ -449,6 +460,9 @@ def test_recipes_sharing_a_body():
     for r in RECIPES:
         groups.setdefault(BODIES[recipe_body(r)], []).append(r)
     assert len(RECIPES) == 17 and len(DISTINCT) == 12  # 15 paper rows and 2 LoRA variants
+    # One end-to-end run per (family x task kind), each a recipe of this file; every mode's
+    # prompts are featurized by test_recipe_pipeline.
+    assert set(E2E) <= set(RECIPES) and {recipe_mode(r) for r in DISTINCT} == set(cc.MODES)
     assert sorted(groups["chartcheck_matcha_chartqa_zero"]) == [
         f"chartcheck_matcha_{m}_zero" for m in ("chartqa", "plotqa1", "plotqa2")
     ]
@@ -504,8 +518,11 @@ def test_recipe_pipeline(recipe, vocab_file, data_dir, files):
         assert all(r["input"].startswith("\nGiven a claim, a table") for r in rows)
     elif mode.startswith("flan"):  # DePlot's tables are in the prompts
         assert all("TITLE | chart" in r["input"] for r in rows)
+    if mode == "flan_explain_pred":  # test_one claims are explained with the predicted label
+        _check_predicted_labels_shown(rows, files)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", E2E)
 def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, files, init_ckpts):
     eval_only = recipe in EVAL_ONLY
@@ -533,10 +550,14 @@ def test_recipe_end_to_end(recipe, tmp_path, vocab_file, data_dir, files, init_c
         if "chart_type" in obj["breakdowns"]:  # every claim is in one chart-type group
             assert sum(g["n"] for g in obj["breakdowns"]["chart_type"].values()) == len(rows)
     if mode == "flan_explain_pred":  # test_one claims were explained with the predicted label
-        labels = {r["id"]: r["prediction"] for r in prediction_files.read_jsonl(files["labels"])}
-        for r in rows:
-            shown = labels[r["id"]].rstrip(".").capitalize()  # "True"/"False" (the authors')
-            assert f" is {shown} given this caption" in r["input"]
+        _check_predicted_labels_shown(rows, files)
+
+
+def _check_predicted_labels_shown(rows, files):
+    labels = {r["id"]: r["prediction"] for r in prediction_files.read_jsonl(files["labels"])}
+    for r in rows:
+        shown = labels[r["id"]].rstrip(".").capitalize()  # "True"/"False" (the authors')
+        assert f" is {shown} given this caption" in r["input"]
 
 
 @pytest.mark.parametrize(

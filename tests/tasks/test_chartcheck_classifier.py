@@ -126,6 +126,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(RECIPES))
 def test_recipe_end_to_end(family, tmp_path, data_dir, tables_file, tiny_hf_checkpoints):
     from chartjax.train import train

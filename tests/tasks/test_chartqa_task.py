@@ -165,6 +165,7 @@ def test_deplot_chartqa_recipe_reads_a_build_of_tables_without_questions(vocab_f
 # ---------------------------------------------------------------- end to end --------------
 
 
+@pytest.mark.slow
 def test_chartqa_train_end_to_end_writes_relaxed_accuracy_per_source(
     tmp_path, capsys, vocab_file, corpus
 ):
@@ -215,6 +216,7 @@ def test_chartqa_train_end_to_end_writes_relaxed_accuracy_per_source(
     assert run["is_vqa"] and catalog.inference_of_run(run) == "chartqa"
 
 
+@pytest.mark.slow
 def test_chartqa_matcha_eval_scores_tiny_hf_weights(tmp_path, vocab_file, tfds_dir):
     """The released-checkpoint recipe through chartjax-eval's loop, on a tiny HF-format
     Pix2Struct standing in for google/matcha-chartqa (init/hf.gin)."""

@@ -20,13 +20,14 @@ from chartjax.tasks import chart_info_tables, deplot
 
 # The same tiny Pix2Struct for every image recipe (test_chart_info.py too), so the
 # session's persistent compilation cache serves later recipes. 8 simulated devices: batch 8.
+# 1+1 layers, as tests/tasks/tiny_recipes.py: tracing, which no cache saves, dominates.
 TINY_PIX2STRUCT = [
     "Pix2StructConfig.emb_dim = 32",
     "Pix2StructConfig.num_heads = 4",
     "Pix2StructConfig.head_dim = 8",
     "Pix2StructConfig.mlp_dim = 64",
-    "Pix2StructConfig.num_encoder_layers = 2",
-    "Pix2StructConfig.num_decoder_layers = 2",
+    "Pix2StructConfig.num_encoder_layers = 1",
+    "Pix2StructConfig.num_decoder_layers = 1",
     "Pix2StructConfig.vocab_size = 400",
     "Pix2StructConfig.patch_size = 4",
     "Pix2StructConfig.max_position_embeddings = 64",
@@ -47,15 +48,17 @@ TINY_PIX2STRUCT = [
 
 
 def tiny_t5x_checkpoint(path: str, family: str = "pix2struct") -> str:
-    """A T5X checkpoint of the tiny model the recipes are overridden to (vocab 400)."""
+    """A T5X checkpoint of the tiny model the recipes are overridden to (vocab 400, 1+1
+    layers); written once where `path` is shared."""
     from chartjax.interop import t5x
     from chartjax.models import pix2struct, t5, tiny
+    from tests.tasks.tiny_recipes import TINY_LAYERS
 
     if not os.path.exists(os.path.join(path, "checkpoint")):
         if family == "pix2struct":
-            model = pix2struct.build(tiny.tiny_pix2struct(vocab_size=400), 0)
+            model = pix2struct.build(tiny.tiny_pix2struct(**TINY_LAYERS), 0)
         else:
-            model = t5.build(tiny.tiny_t5(vocab_size=400), 0)
+            model = t5.build(tiny.tiny_t5(**TINY_LAYERS), 0)
         t5x.save(model, path)
     return path
 
@@ -208,9 +211,10 @@ def test_number_formatting_and_axis_titles():
 # ---------------------------------------------------------------- recipes ------------------
 
 
-def test_deplot_chart_info_recipe(tmp_path, vocab_file, tfds_dir):
+@pytest.mark.slow
+def test_deplot_chart_info_recipe(tmp_path, vocab_file, tfds_dir, tiny_t5x):
     data_dir = tfds_dir("chart_info", "synthetic_2019")
-    init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"))
+    init = tiny_t5x("pix2struct")
     out = run_recipe(
         "deplot_chart_info",
         tmp_path / "run",
@@ -244,9 +248,10 @@ def test_deplot_chart_info_recipe(tmp_path, vocab_file, tfds_dir):
     assert html.count('<td class="thumb"><img src="data:image/png;base64,') == len(rows) == 4
 
 
-def test_deplot_statista_zero_recipe(tmp_path, vocab_file, tfds_dir):
+@pytest.mark.slow
+def test_deplot_statista_zero_recipe(tmp_path, vocab_file, tfds_dir, tiny_t5x):
     data_dir = tfds_dir("chart_to_text", "statista")
-    init = tiny_t5x_checkpoint(str(tmp_path / "init" / "checkpoint_0"))
+    init = tiny_t5x("pix2struct")
     out = run_recipe(
         "deplot_statista_zero",
         tmp_path / "run",

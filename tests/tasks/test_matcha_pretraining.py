@@ -211,6 +211,7 @@ def test_pretraining_recipes_load(recipe):
         assert sum(weights.values()) == pytest.approx(1.0) and len(weights) == 4
 
 
+@pytest.mark.slow
 def test_toy_curriculum_two_steps_each(tmp_path, vocab_file, tfds_dir):
     """Stage 1 on all five objectives (the mixture, each objective's evaluation), then stage 2
     from stage 1's step-2 checkpoint."""

@@ -70,6 +70,7 @@ def _smoke(tmp_path, capsys, recipe, bindings):
     return workdir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "recipe", ["chartcheck_matcha_finetune_class", "chartcheck_deplot_flant5_finetune_class"]
 )
@@ -105,6 +106,7 @@ def test_smoke_run_of_seq2seq_recipes(recipe, tmp_path, capsys, vocab_file, tfds
     assert cfg.vocab_size == 400 and cfg.num_encoder_layers == 1
 
 
+@pytest.mark.slow
 def test_smoke_run_of_the_relation_network(tmp_path, capsys, tfds_dir):
     data_dir = tfds_dir("figureqa")
     workdir = _smoke(tmp_path, capsys, "figureqa_rn", [f"figureqa_task.data_dir = '{data_dir}'"])

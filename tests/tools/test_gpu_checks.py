@@ -82,7 +82,9 @@ def test_a_check_runs_without_tensorflow_and_logs_its_throughput(tmp_path):
     site.mkdir()
     (site / "sitecustomize.py").write_text(HIDE_TF)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), ROOT]), JAX_PLATFORMS="cpu")
-    env["CHARTJAX_LOADER_WORKERS"] = "1"
+    # In the training process: spawned loader workers without TensorFlow are
+    # tests/tasks/test_without_tensorflow.py's; this test is the check's runner and its log.
+    env["CHARTJAX_LOADER_WORKERS"] = "0"
     env.pop("XLA_FLAGS", None)  # one device, as on the GPU host (the suite simulates 8)
     out = tmp_path / "out"
     name = "pix2struct_large_full"

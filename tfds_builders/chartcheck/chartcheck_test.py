@@ -224,6 +224,7 @@ def test_skip_bad_counts_and_reports(tmp_path):
     assert any("Population.tif: image file not found" in m for m in report["messages"])
 
 
+@pytest.mark.slow  # the `tfds build` process imports TensorFlow
 def test_cli_build_with_env_skip(tmp_path):
     """The real `tfds build` command line on the folder builder, skip policy via env var."""
     root = tmp_path / "manual"

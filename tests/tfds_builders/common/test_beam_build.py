@@ -361,22 +361,23 @@ def _replicate_chart_info(root: Path, charts: int) -> list[str]:
     return [f"c{chart}" for chart in range(charts)]
 
 
+@pytest.mark.slow  # two Beam worker processes over 300 charts
 @pytest.mark.parametrize("name", ["figureqa", "chart_info"])
 def test_two_worker_processes_build_every_example(tmp_path, name):
-    """The issue's setup (FnApiRunner, 2 worker processes): exactly the plain build's ids."""
+    """The issue's setup (FnApiRunner, 2 worker processes): exactly the ids of the charts
+    written (the plain build's equality with Beam's is test_*_beam_matches_generator's)."""
     if name == "figureqa":
         ids = _replicate_figureqa(tmp_path / "manual", images=300)
         cls, split, kwargs = figureqa.Builder, "train1", {}
     else:
         ids = _replicate_chart_info(tmp_path / "manual", charts=300)
         cls, split, kwargs = chart_info.Builder, "train", {"config": "synthetic_2019"}
-    plain = _build(cls, tmp_path / "manual", tmp_path / "plain", False, **kwargs)
     beamed = _build(
         cls, tmp_path / "manual", tmp_path / "beam", True, beam_args=_TWO_PROCESSES, **kwargs
     )
     read = [ex["id"].decode() for ex in tfds_records.split_examples(str(beamed.data_path), split)]
     assert len(read) == len(set(read)) == len(ids)  # no duplicates
-    assert set(read) == set(_examples(plain, split)) == set(ids)
+    assert set(read) == set(ids)  # none lost
     if name == "chart_info":
         assert beamed.info.splits[split].num_examples == len(ids)
         assert beamed._beam_counts == {split: len(ids)}  # the workers' counters, checked
