@@ -294,3 +294,13 @@ def test_only_tests_and_benchmarks_import_the_support_package():
     )
     assert "chartjax.testing.tiny_hf" in graph
     assert not users, f"product modules importing test support (chartjax/testing): {users}"
+
+
+def test_no_file_of_the_inference_path_is_over_400_lines():
+    """docs/design.md §2: files stay well under 400 lines; the inference engine is held to it."""
+    sizes = {
+        p.name: len(p.read_text().splitlines())
+        for p in (REPO / "chartjax" / "inference").glob("*.py")
+    }
+    assert "engine.py" in sizes and "prompts.py" in sizes
+    assert {n: s for n, s in sizes.items() if s > 400} == {}
