@@ -114,13 +114,15 @@ def rgb_png(rgba: np.ndarray) -> bytes:
     return encode_png(rgb.astype(np.uint8))
 
 
-def _charts(jobs: list[ChartJob], workers: int):
+def in_workers(make, jobs: list, workers: int):
+    """`make(job)` for each job, in order, in `workers` processes (here when 1). The PlotQA
+    generator draws its plots through it too."""
     if workers <= 1:
-        yield from map(make_chart, jobs)
+        yield from map(make, jobs)
         return
     # spawn: safe even when the parent has threads (jax, tf); each chart is independent.
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        yield from pool.imap(make_chart, jobs, chunksize=max(1, min(16, len(jobs) // workers)))
+        yield from pool.imap(make, jobs, chunksize=max(1, min(16, len(jobs) // workers)))
 
 
 def generate_split(root: Path, jobs: list[ChartJob], workers: int) -> dict:
@@ -130,7 +132,7 @@ def generate_split(root: Path, jobs: list[ChartJob], workers: int) -> dict:
     (split_dir / "png").mkdir(parents=True)
     (split_dir / "tables").mkdir()
     entries: dict[str, list[dict]] = {s: [] for s in cq.SOURCES}
-    for chart in _charts(jobs, workers):
+    for chart in in_workers(make_chart, jobs, workers):
         (split_dir / "png" / f"{chart.stem}.png").write_bytes(chart.png)
         (split_dir / "tables" / f"{chart.stem}.csv").write_text(chart.table.to_csv())
         for source, pairs in chart.qa.items():

@@ -42,7 +42,6 @@ import dataclasses
 import decimal
 import io
 import json
-import multiprocessing
 import os
 import secrets
 import shutil
@@ -57,9 +56,10 @@ from chartjax.synth import chartqa_questions as cq
 from chartjax.synth.chart_info_geometry import annotate
 from chartjax.synth.chart_info_render import LayoutError, render
 from chartjax.synth.chart_info_style import sample_style
-from chartjax.synth.chartqa import rgb_png
 
-SPLIT_IDS = {"train": 1, "val": 2, "test": 3}  # stable ids entering the seeds; never renumber
+# The seeds per split folder and the worker map are the ChartQA generator's.
+from chartjax.synth.chartqa import SPLIT_IDS, chart_rng, in_workers, rgb_png
+
 PLOT_TYPES = ("vbar_categorical", "hbar_categorical", "line", "dot_line")
 _CHART_TYPES = {
     "vbar_categorical": tb.GROUPED_VBAR,
@@ -102,10 +102,6 @@ class Plot:
     png: bytes
     annotation: dict
     qa: list[dict]  # without question_id
-
-
-def plot_rng(seed: int, folder: str, index: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([seed, SPLIT_IDS[folder], index]))
 
 
 def json_number(text: str) -> int | float:
@@ -206,7 +202,7 @@ def questions_of(rng: np.random.Generator, table: cq.Table, y_title: str, plot_t
 
 
 def make_plot(job: PlotJob) -> Plot:
-    rng = plot_rng(job.seed, job.folder, job.index)
+    rng = chart_rng(job.seed, job.folder, job.index)
     plot_type = PLOT_TYPES[int(rng.integers(len(PLOT_TYPES)))]
     max_series = 1 if rng.random() < 0.5 else None
     override = {"width": job.size[0], "height": job.size[1]}
@@ -236,14 +232,6 @@ def make_plot(job: PlotJob) -> Plot:
     )
 
 
-def _plots(jobs: list[PlotJob], workers: int):
-    if workers <= 1:
-        yield from map(make_plot, jobs)
-        return
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        yield from pool.imap(make_plot, jobs, chunksize=max(1, min(16, len(jobs) // workers)))
-
-
 def generate_split(root: Path, folder: str, jobs: list[PlotJob], workers: int, pack: bool) -> dict:
     split_dir = root / folder
     split_dir.mkdir(parents=True)
@@ -252,7 +240,7 @@ def generate_split(root: Path, folder: str, jobs: list[PlotJob], workers: int, p
     if not pack:
         (split_dir / "png").mkdir()
     try:
-        for plot in _plots(jobs, workers):
+        for plot in in_workers(make_plot, jobs, workers):
             name = f"{plot.index}.png"
             if tar is None:
                 (split_dir / "png" / name).write_bytes(plot.png)
