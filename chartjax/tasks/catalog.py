@@ -30,6 +30,7 @@ from chartjax.tasks import (
     matcha,
     plotqa,
     plotqa_references,
+    plotqa_task,
     seq2seq_synthetic,
     synthetic,
     text_classification,
@@ -48,6 +49,7 @@ TASKS = {
     "chart_info_text": chart_info_text.make_task,
     "deplot": deplot.make_task,
     "chartqa": chartqa_task.make_task,
+    "plotqa": plotqa_task.make_task,
     "matcha": matcha.make_task,
     "synthetic": synthetic.make_task,
     "synthetic_seq2seq": seq2seq_synthetic.make_task,
@@ -110,13 +112,14 @@ _RUN_TASKS = {
     "chartcheck": "chartcheck",
     "figureqa": "figureqa",
     "chartqa": "chartqa",
+    "plotqa": "chartqa",  # the same question-as-header model; PlotQA's answers are scored apart
 }
 
 
 def inference_of_run(run: dict) -> str | None:
     """The inference task of an image model's train run (`saved_gin.input_settings`), if its
     records imply one: DePlot, ChartCheck, CHART-Info task 6b (DePlot tables), FigureQA,
-    ChartQA."""
+    ChartQA and PlotQA (both ChartQA's: the question rendered as the header)."""
     task = run.get("task")
     if task == "chart_info" and run.get("is_vqa"):
         return "deplot"

@@ -18,6 +18,15 @@ Sources (`deplot_task.source`):
   `evaluate_chart_to_table._to_markdown` joins them, under an empty title line ("TITLE | ":
   ChartQA's tables hold no title; docs/models.md §2.1); chart type from the annotation's
   `type` (full release only), else "unknown".
+* `plotqa`: a plotqa build (tfds_builders/plotqa, `config` v1 or v2: the same plots and tables;
+  the PlotQA release or a `chartjax-synth plotqa` corpus), one example per plot, id its
+  `image_index`. PlotQA ships no tables: the build derives each plot's CSV from its
+  `annotations.json` entry (tfds_builders/plotqa/plotqa_table.py): the header row is the
+  category axis's title (`general_figure_info.<x_axis|y_axis>.label.text`) and one column per
+  series (each `models[i].label`, else `name`); the rows are the categories (the `x` values, or
+  `y` for horizontal bars whose categories are on `y`), each with every series' value at it.
+  The target is that CSV's rows joined by " | " under "TITLE | <general_figure_info.title.text>"
+  (`plotqa_table_target`; "" when the entry has no title); chart type the plot's `type`.
 
 The CHART-Info table derivation is chartjax/tasks/chart_info_tables.py's.
 """
@@ -48,7 +57,9 @@ from chartjax.tasks.chart_info_tables import (
 from chartjax.tasks.task import FileScorer, InferenceSpec, ScoreInputs, Task, text_prediction
 
 PROMPT = tables.DEPLOT_PROMPT
-SOURCES = ("chart_info", "statista", "chartqa")
+SOURCES = ("chart_info", "statista", "chartqa", "plotqa")
+# The build each source reads by default (`deplot_task.config` picks another).
+DEFAULT_CONFIG = {"chart_info": "synthetic_2019", "plotqa": "v1"}
 
 
 # ------------------------------------------------------------------ the task -------------
@@ -94,11 +105,39 @@ def _chartqa_record(example: dict, prompt: str) -> list[dict]:
     ]
 
 
+def plotqa_title(annotation_json: str) -> str:
+    """The title of a plotqa build's annotation (`general_figure_info.title.text`), or ""."""
+    try:
+        info = json.loads(annotation_json)["general_figure_info"]
+        title = info["title"]["text"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return ""
+    return title if isinstance(title, str) else ""
+
+
+def plotqa_table_target(table_csv: str, annotation_json: str) -> str:
+    """A plotqa build's derived table CSV as DePlot's target, under its annotation's title."""
+    rows = [r for r in csv.reader(io.StringIO(table_csv)) if any(c.strip() for c in r)]
+    header, body = (rows[0], rows[1:]) if rows else ([], [])
+    return tables.linearize(header, body, title=plotqa_title(annotation_json))
+
+
+def _plotqa_record(example: dict, prompt: str) -> list[dict]:
+    return [
+        {
+            "id": example["id"],
+            "prompt": prompt,
+            "target": plotqa_table_target(example["table"], example["annotation"]),
+            "meta": {"chart_type": example["plot_type"] or "unknown"},
+        }
+    ]
+
+
 @gin.configurable("deplot_task")
 def make_task(
     data_dir: str = "~/tensorflow_datasets",
     source: str = "chart_info",
-    config: str = "synthetic_2019",
+    config: str | None = None,
     train_split: str | None = None,
     eval_splits: Sequence[str] | None = None,
     prompt: str = PROMPT,
@@ -106,14 +145,17 @@ def make_task(
     features: seq2seq.Features | None = None,
     decoding: seq2seq.Decoding | None = None,
 ) -> Task:
-    """DePlot chart -> table over CHART-Info (`config`: synthetic_2019 / pmc_2020), Statista or
-    a chartqa build's tables.
+    """DePlot chart -> table over CHART-Info (`config`: synthetic_2019, the default, or
+    pmc_2020), Statista, a chartqa build's tables or a plotqa build's (`config`: v1, the
+    default, or v2; both hold the same plots).
 
     Default splits: CHART-Info builds only `train`, so train on `train[:95%]` and evaluate on
-    `train[95%:]`; Statista and chartqa train on `train` and evaluate `validation` and `test`.
+    `train[95%:]`; Statista, chartqa and plotqa train on `train` and evaluate `validation` and
+    `test`.
     """
     if source not in SOURCES:
         raise ValueError(f"deplot_task.source must be one of {SOURCES}, not {source!r}")
+    config = config or DEFAULT_CONFIG.get(source)
     features = features or seq2seq.Features()
     decoding = decoding or seq2seq.Decoding()
     if source == "chart_info":
@@ -129,6 +171,14 @@ def make_task(
 
         def expand(example):
             return _chartqa_record(example, prompt)
+    elif source == "plotqa":
+        if config not in ("v1", "v2"):
+            raise ValueError(f"deplot_task.config of plotqa must be v1 or v2, not {config!r}")
+        dataset, keys = f"plotqa/{config}", ("id", "table", "annotation", "plot_type")
+        default_train, default_eval = "train", ("validation", "test")
+
+        def expand(example):
+            return _plotqa_record(example, prompt)
     else:
         dataset, keys = "chart_to_text/statista", ("id", "title", "chart_type", "table.linearized")
         default_train, default_eval = "train", ("validation", "test")
@@ -161,7 +211,7 @@ def make_task(
         shuffle_buffer=shuffle_buffer,
         report_view=report_views.DEPLOT,
     )
-    if source == "chartqa":  # a chart per example, not a question per example
+    if source in ("chartqa", "plotqa"):  # a chart per example, not a question per example
         task = dataclasses.replace(task, source=dataclasses.replace(task.source, per_record=True))
     return task
 
