@@ -44,8 +44,9 @@ def load(
 
     task: a `chartjax-infer --task` name; default: `classify` for DeBERTa / TAPAS, `text` for
       T5 / BART, for an image model the task of the run that trained it (DePlot, ChartCheck;
-      FigureQA's baselines answer "yes" / "no"), else it must be given (deplot, chartqa,
-      chartcheck, caption, summary).
+      FigureQA's baselines answer "yes" / "no"), for a PaliGemma without one `chartqa` (the
+      question is the prompt), else it must be given (deplot, chartqa, chartcheck, caption,
+      summary).
     vocab: the tokenizer (a SentencePiece model or a directory of tokenizer files); default: the
       checkpoint's own, or the one its run's config.gin names.
     dtype: "float32", "bfloat16", or "auto" (bfloat16 on GPU/TPU, float32 on CPU).
@@ -115,7 +116,8 @@ class Model:
         header / template / pair_template / table_field: chartjax-infer's prompt flags (a
         literal prompt; a format string over a dict input's fields or a named prompt).
         settings: max_decode_len, beam_size, alpha, max_patches, header_font_size, font_path,
-        max_input_len, as chartjax-infer's flags (default: the checkpoint's own)."""
+        max_input_len, and PaliGemma's sampling (temperature > 0, top_k, top_p, seed), as
+        chartjax-infer's flags (default: the checkpoint's own)."""
         from chartjax.inference import inputs as inputs_lib
         from chartjax.tasks import catalog
 

@@ -10,8 +10,9 @@ Formats:
   hf        a HuggingFace directory (`config.json` + `model.safetensors` or `pytorch_model.bin`,
             or the shards their `*.index.json` lists; every tensor must be used, so a config.json
             with fewer layers than the weights is refused) of T5, Pix2Struct, DeBERTa-v2/v3
-            (`DebertaV2ForSequenceClassification`), TAPAS (`TapasForSequenceClassification`) or
-            BART (`BartForConditionalGeneration`), the family and size read from config.json. Supported: DeBERTa's relative_attention,
+            (`DebertaV2ForSequenceClassification`), TAPAS (`TapasForSequenceClassification`),
+            BART (`BartForConditionalGeneration`) or PaliGemma / PaliGemma 2 / ChartGemma
+            (`PaliGemmaForConditionalGeneration`), the family and size read from config.json. Supported: DeBERTa's relative_attention,
             position_buckets, max_relative_positions, pos_att_type (c2p, p2c), share_att_key,
             norm_rel_ebd (none, layer_norm), position_biased_input, conv_kernel_size (0 or odd);
             TAPAS's type_vocab_sizes, reset_position_index_per_cell; BART's scale_embedding,
@@ -27,7 +28,8 @@ Formats:
 A classifier's label names (`id2label`) travel with it between hf and chartjax directories, and
 an hf or chartjax output is a complete checkpoint: HF's `AutoTokenizer` / `Pix2StructProcessor`
 and `chartjax-infer` (no --vocab) read it alone. Its tokenizer files are the input's own
-(spm.model, vocab.txt, tokenizer.json, vocab.json + merges.txt, ...; for a train run those of
+(spm.model, vocab.txt, tokenizer.json, tokenizer.model, vocab.json + merges.txt, a PaliGemma's
+processor_config.json, ...; for a train run those of
 the HF checkpoint it started from), or, for a T5 / Pix2Struct model, the SentencePiece model of
 `--vocab` or of the run's config.gin (`Features.vocab_file`), written as HF's T5 files
 (spiece.model, tokenizer_config.json, special_tokens_map.json). A Pix2Struct output also gets

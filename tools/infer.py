@@ -35,8 +35,9 @@ Outputs in `--out`:
 stdout: one JSON summary line (examples, skipped, truncated inputs, devices, processes, the
 global batch, shard, inputs resumed, seconds, examples/s); stderr: a progress bar (examples/s).
 
-Decoding is KV-cached greedy (`--beam_size 1`) or beam search (the best beam), batched and data
-parallel over every device (`--batch_size` is the global batch, rounded up to a multiple of the
+Decoding is KV-cached greedy (`--beam_size 1`) or beam search (the best beam); PaliGemma also
+samples (`--temperature` > 0, `--top_k`, `--top_p`, `--seed`). It is batched and data parallel
+over every device (`--batch_size` is the global batch, rounded up to a multiple of the
 device count); the last batch is padded (masked rows) so decoding compiles once. While the
 accelerators decode one batch the host prepares the next (JAX dispatch is asynchronous).
 
@@ -47,7 +48,10 @@ process runs the same command, featurizes its slice of each global batch, and pr
 every row into --out (the other processes need no access to it).
 
 The model's family and size are read from the checkpoint (config.json for HF: T5, Pix2Struct,
-BART with `--task text`, DeBERTa / TAPAS with `--task classify`); no gin file is needed. The
+BART with `--task text`, DeBERTa / TAPAS with `--task classify`, PaliGemma / PaliGemma 2 /
+ChartGemma with an image task, its prompt the processor's prefix: its tokenizer.json, else
+tokenizer.model, and processor_config.json as HF's PaliGemmaProcessor reads them; chartjax/
+inference/paligemma_features.py); no gin file is needed. The
 model settings (--max_patches, --max_input_len, --header_font_size, --font_path,
 --max_decode_len, --beam_size, --alpha) default to the checkpoint's own: a train run's
 config.gin, an HF export's preprocessor_config.json (`max_patches`), as `chartjax.load` takes
@@ -185,6 +189,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--max_input_len", type=int, help=f"input tokens of text and classify tasks ({own} 512)"
     )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        help="PaliGemma: > 0 samples at this temperature (default 0: greedy, or beam search "
+        "with --beam_size > 1)",
+    )
+    p.add_argument("--top_k", type=int, help="PaliGemma sampling: the k likeliest tokens (0: all)")
+    p.add_argument("--top_p", type=float, help="PaliGemma sampling: nucleus mass (default 1)")
+    p.add_argument("--seed", type=int, help="PaliGemma sampling: the random seed (default 0)")
     p.add_argument(
         "--dtype",
         default="auto",

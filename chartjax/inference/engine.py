@@ -13,14 +13,15 @@ tokenizers), so a model sees what it was trained on, and batched with a `_mask` 
 so its step compiles once. A batch is split over every device of a data-parallel mesh
 (chartjax/mesh.py, `pipeline.to_global`, as evaluation does).
 
-Three kinds of model: decoders (Pix2Struct, T5, BART) write text, KV-cached greedy or beam
-search; encoder classifiers (DeBERTa, TAPAS) write the `id2label` name of their argmax as
-`prediction` and their logits as `scores`; yes/no models of a task's own features (the Relation
-Network family, featurized by their task, `InferenceSpec.features`) write "yes" or "no", their
-logits and the probability of yes. The model's family and size come from the checkpoint
-(config.json, T5X shapes or the run's gin); its tokenizer from `vocab`, else from the
-checkpoint's own files; its settings from `Settings`, else the checkpoint's own
-(chartjax/inference/settings.py).
+Four kinds of model: decoders (Pix2Struct, T5, BART) write text, KV-cached greedy or beam
+search; PaliGemma (1, 2, ChartGemma) writes text from an image and a prompt, greedy, beam search
+or sampling (chartjax/inference/paligemma_features.py); encoder classifiers (DeBERTa, TAPAS)
+write the `id2label` name of their argmax as `prediction` and their logits as `scores`; yes/no
+models of a task's own features (the Relation Network family, featurized by their task,
+`InferenceSpec.features`) write "yes" or "no", their logits and the probability of yes. The
+model's family and size come from the checkpoint (config.json, T5X shapes or the run's gin); its
+tokenizer from `vocab`, else from the checkpoint's own files; its settings from `Settings`, else
+the checkpoint's own (chartjax/inference/settings.py).
 """
 
 from __future__ import annotations
@@ -45,14 +46,17 @@ from chartjax.tasks.task import InferenceSpec
 
 
 def model_kind(cfg) -> str:
-    """ "image" (Pix2Struct family), "text" (T5, BART), "labels" (DeBERTa, TAPAS) or "yes_no"
-    (the Relation Network family: RN, CNN+LSTM, text-only)."""
+    """ "image" (Pix2Struct family), "paligemma" (PaliGemma 1 / 2), "text" (T5, BART), "labels"
+    (DeBERTa, TAPAS) or "yes_no" (the Relation Network family: RN, CNN+LSTM, text-only)."""
     from chartjax.models.model_configs import Pix2StructConfig
+    from chartjax.models.paligemma import PaliGemmaConfig
     from chartjax.models.relation_network import RNConfig
     from chartjax.tasks import text_classification
 
     if isinstance(cfg, Pix2StructConfig):
         return "image"
+    if isinstance(cfg, PaliGemmaConfig):
+        return "paligemma"
     if isinstance(cfg, RNConfig):
         return "yes_no"
     if text_classification.family_of(cfg) is not None:
@@ -62,6 +66,7 @@ def model_kind(cfg) -> str:
 
 _KIND_NAMES = {
     "image": "a Pix2Struct-family image model",
+    "paligemma": "a PaliGemma (image + prompt -> text) model",
     "text": "a T5 (text-to-text) model",
     "labels": "an encoder classifier (DeBERTa / TAPAS)",
     "yes_no": "a yes/no model of the Relation Network family",
@@ -75,10 +80,11 @@ def check_family(cfg, spec: InferenceSpec, where: str, run_task: str | None = No
     else:
         name = _KIND_NAMES[kind]
     want = spec.output if spec.output in ("labels", "yes_no") else spec.modality
-    if kind == want:
+    if kind == want or (kind == "paligemma" and want == "image"):
         return
     runs = {
         "image": "use an image task",
+        "paligemma": "use an image task",
         "text": "a T5 or BART runs with a text task (--task text)",
         "labels": "a classifier runs with --task classify",
         "yes_no": f"it answers with --task {run_task or 'of its train run'}",
@@ -190,13 +196,17 @@ def allows_unused_ids(loc) -> bool:
 
 def default_task(cfg, run: dict, where: str) -> str:
     """`classify` for DeBERTa / TAPAS, `text` for T5 / BART, for an image or yes/no model the
-    task its train run implies (catalog.inference_of_run); else the caller must name one."""
+    task its train run implies (catalog.inference_of_run); else the caller must name one. A
+    PaliGemma without a train run (an HF folder) answers questions (catalog.QUESTION_ANSWERING,
+    whose prompt is the question itself)."""
     from chartjax.tasks import catalog
 
     kind = model_kind(cfg)
-    if kind not in ("image", "yes_no"):
+    if kind not in ("image", "yes_no", "paligemma"):
         return "classify" if kind == "labels" else "text"
     task = catalog.inference_of_run(run)
+    if task is None and kind == "paligemma":
+        return catalog.QUESTION_ANSWERING
     if task is None:
         image_tasks = sorted(n for n, s in catalog.INFERENCE.items() if s.modality == "image")
         raise InputError(
@@ -286,6 +296,10 @@ class Engine:
     @functools.cached_property
     def featurizer(self) -> Featurizer:
         s = self.settings
+        if model_kind(self.config) == "paligemma":
+            from chartjax.inference import paligemma_features
+
+            return paligemma_features.featurizer(self.config, self.tokenizer, s, self.loc.path)
         if self.spec.output == "yes_no":
             return yes_no_featurizer(self.spec, self._run, self.loc.path)
         if self.spec.output == "labels":
@@ -329,6 +343,15 @@ class Engine:
         from chartjax.data import pipeline
 
         d = self.place()
+        if self.featurizer.run is not None:  # a step of its own (PaliGemma's decoding)
+            from flax import nnx
+
+            from chartjax.inference.paligemma_features import global_batch
+
+            batch = global_batch(batch)
+            with mesh_lib.activate(d["mesh"], d["rules"]):
+                out = self.featurizer.run(nnx.merge(d["graphdef"], d["state"]), batch)
+            return out, batch["_mask"], batch["_cut"]
         step = _step_fn(self.featurizer.forward, d["mesh"])
         with mesh_lib.activate(d["mesh"], d["rules"]):
             return step(d["graphdef"], d["state"], pipeline.to_global(batch, d["mesh"], d["rules"]))

@@ -2,7 +2,8 @@
 model (decoders: chartjax/tasks/seq2seq.py's header rendering, Pix2Struct patches and
 SentencePiece / BART BPE, so a model sees what it was trained on; encoder classifiers: the
 DeBERTa / TAPAS tokenizers of chartjax/tasks/text_classification.py; yes/no models of a task's
-own features: the task's eval preprocessing, `InferenceSpec.features`)."""
+own features: the task's eval preprocessing, `InferenceSpec.features`; PaliGemma:
+chartjax/inference/paligemma_features.py)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,26 @@ class Featurizer:
     forward: what the device step runs on a batch, a hashable key of `_forward` (so a model
       structure and batch shape compile once per process, however many runs).
     outputs(exs, host array) -> per example (prediction, extra row fields).
+    run: where the step is not a jitted function of the batch but a host call that places and
+      gathers its own arrays (PaliGemma's `paligemma_decoding.generate`): `run(model, global
+      host batch) -> host array`, called by the engine inside the mesh's context in place of
+      the jitted `_forward`.
     """
 
     featurize: Callable[[Example], tuple[dict, bool]]
     forward: tuple
     outputs: Callable[[list[Example], np.ndarray], list[tuple[object, dict]]]
+    run: Callable[[object, dict], np.ndarray] | None = None
+
+
+def refuse_sampling(s: Resolved, family: str) -> None:
+    """Sampling settings given to a model whose decoding does not sample."""
+    given = [n for n in ("temperature", "top_k", "top_p") if s.origin[n] != "default"]
+    if given and (s.temperature > 0 or s.top_k > 0 or s.top_p < 1):
+        raise InputError(
+            f"sampling ({', '.join(given)}) is implemented for PaliGemma only, not {family}: "
+            "decoding here is greedy or beam search (beam_size)"
+        )
 
 
 # ------------------------------------------------------------------------ features ----------
@@ -98,6 +114,7 @@ def decoder_featurizer(
     from chartjax.data import vocab as vocab_lib
     from chartjax.tasks import seq2seq
 
+    refuse_sampling(s, type(cfg).__name__)
     vocab = vocab_lib.open_vocabulary(vocab_path)
     try:  # the check chartjax-train and chartjax-eval make (config.py)
         config.check_vocabulary(

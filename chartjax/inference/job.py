@@ -55,6 +55,10 @@ RUN_FLAGS = (
     "max_patches",
     "max_input_len",
     "dtype",
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
     "shard",
 )
 _PATH_FLAGS = ("checkpoint", "vocab", "images", "inputs", "data_dir", "font_path")

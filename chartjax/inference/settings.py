@@ -28,6 +28,11 @@ DEFAULTS = {
     "max_patches": 2048,
     "max_input_len": 512,
     "dtype": "auto",
+    # Sampling (PaliGemma only; temperature 0 = greedy, or beam search with beam_size > 1).
+    "temperature": 0.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "seed": 0,
 }
 _POSITIVE = ("max_decode_len", "beam_size", "header_font_size", "max_patches", "max_input_len")
 DTYPES = ("auto", "float32", "bfloat16")
@@ -45,12 +50,27 @@ class Settings:
     max_patches: int | None = None
     max_input_len: int | None = None
     dtype: str | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
 
     def __post_init__(self):
         for name in _POSITIVE:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise InputError(f"{name} must be an integer >= 1, not {value!r}")
+        for name, ok, want in (
+            ("temperature", lambda v: v >= 0, ">= 0"),
+            ("top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
+        ):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or not ok(value)):
+                raise InputError(f"{name} must be a number {want}, not {value!r}")
+        for name in ("top_k", "seed"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise InputError(f"{name} must be an integer >= 0, not {value!r}")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {DTYPES}, not {self.dtype!r}")
         if self.font_path is not None and not os.path.isfile(os.path.expanduser(self.font_path)):

@@ -205,9 +205,11 @@ def vocabulary(loc: Located) -> str | None:
 
 
 # The tokenizer files a checkpoint directory may carry (SentencePiece, BPE, WordPiece, HF's
-# tokenizer configs); `chartjax-convert` copies them along, `chartjax-infer` reads them.
+# tokenizer configs; Gemma's SentencePiece model is `tokenizer.model`); `chartjax-convert` copies
+# them along, `chartjax-infer` reads them.
 TOKENIZER_FILES = (
     "tokenizer.json",
+    "tokenizer.model",
     "tokenizer_config.json",
     "special_tokens_map.json",
     "added_tokens.json",

@@ -1,6 +1,7 @@
 """Read and write HuggingFace checkpoints (`config.json` + safetensors or .bin) of every chartjax
-family: T5 / Pix2Struct here, DeBERTa-v2/v3, TAPAS and BART through their own name maps
-(chartjax/interop/hf_{deberta,tapas,bart}.py), chosen by `model_type` of config.json.
+family: T5 / Pix2Struct here, DeBERTa-v2/v3, TAPAS, BART and PaliGemma through their own name
+maps (chartjax/interop/hf_{deberta,tapas,bart,paligemma}.py), chosen by `model_type` of
+config.json.
 
 Name maps: docs/models.md §3.3 (Pix2Struct) and §3.6 (T5). HF `Linear.weight` is `[out, in]`, so
 every kernel is transposed, and the relative-position tables `[buckets, heads]` are transposed to
@@ -231,7 +232,6 @@ def config_to_hf(cfg: T5Config | Pix2StructConfig) -> dict:
 # --------------------------------------------------------------------------- other families
 
 # HF model_type -> the chartjax interop module of the family.
-# PaliGemma is read only so far (hf_paligemma.py): `save` refuses it.
 FAMILIES = {
     "deberta-v2": "hf_deberta",
     "tapas": "hf_tapas",
@@ -247,12 +247,13 @@ def _family(model_type: str):
 
 
 def _family_of_model(model) -> str | None:
-    from chartjax.models import bart, deberta, tapas
+    from chartjax.models import bart, deberta, paligemma, tapas
 
     for mt, cls in (
         ("deberta-v2", deberta.DebertaForSequenceClassification),
         ("tapas", tapas.TapasForSequenceClassification),
         ("bart", bart.Bart),
+        ("paligemma", paligemma.PaliGemma),
     ):
         if isinstance(model, cls):
             return mt
@@ -627,12 +628,12 @@ def save(model, path: str, *, safe_serialization: bool = True, labels=None) -> N
     """Write `config.json` + `model.safetensors` (or `pytorch_model.bin`, needs torch).
 
     `labels`: a classifier's label names, written as `id2label` / `label2id` (else
-    `LABEL_<i>`). BART also gets the generation_config.json of its forced BOS/EOS rules."""
-    from chartjax.models import paligemma
-
-    if isinstance(model, paligemma.PaliGemma):
-        raise NotInHF("writing PaliGemma as an HF folder is not implemented yet (read only)")
+    `LABEL_<i>`). BART also gets the generation_config.json of its forced BOS/EOS rules,
+    PaliGemma that of its BOS / EOS / PAD ids (hf_paligemma.save)."""
     mt = _family_of_model(model)
+    if mt == "paligemma":
+        _family(mt).save(model, path, safe_serialization=safe_serialization)
+        return
     if mt is not None:
         from chartjax.interop import hf_name_map
 

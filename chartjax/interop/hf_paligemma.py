@@ -1,6 +1,5 @@
-"""HuggingFace `PaliGemmaForConditionalGeneration` folders -> chartjax (PaliGemma 1 with a Gemma
-text config, PaliGemma 2 with Gemma 2; ChartGemma is a PaliGemma 1). Reading only: writing back
-is not implemented yet (docs/models.md §8).
+"""HuggingFace `PaliGemmaForConditionalGeneration` folders <-> chartjax (PaliGemma 1 with a Gemma
+text config, PaliGemma 2 with Gemma 2; ChartGemma is a PaliGemma 1; docs/models.md §8).
 
 Tensor names: transformers 5 writes `language_model.model.*`, `vision_tower.*` and
 `multi_modal_projector.*`; the Hub checkpoints saved by transformers 4 carry
@@ -11,6 +10,12 @@ before the name map (hf_name_map's machinery: every tensor taken or the load ref
 SigLIP pooling head (`vision_tower.head.*`, present when `vision_config.vision_use_head` is true)
 is skipped, as HF's PaliGemma never reads it. The patch convolution's `[width, C, p, p]` weight
 becomes siglip.py's `[p*p*C, width]` patch kernel.
+
+Writing (`save`, through `hf.save` and `chartjax-convert --to hf`): transformers 5's names, no
+`lm_head` (tied, as HF saves it), a config.json that states every field the model depends on (so
+HF's defaults never decide) and generation_config.json with the model's BOS / EOS / PAD ids.
+chartjax's training-only fields (residual dropout, z-loss, dtype, attention kernel, remat) have
+no place there and are not written; the processor files are the caller's (tokenizer_export).
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ import numpy as np
 from flax import nnx
 
 from chartjax.interop.hf_files import check_ints
-from chartjax.interop.hf_name_map import Path, leaf, load_state_dict, read_config, read_tensors
+from chartjax.interop.hf_name_map import (
+    Path,
+    leaf,
+    load_state_dict,
+    read_config,
+    read_tensors,
+    to_state_dict,
+    write_dir,
+)
 from chartjax.models import paligemma as pg
 from chartjax.models.gemma import FULL, SLIDING
 
@@ -227,3 +240,88 @@ def load(path: str, *, dtype: str = "float32", seed: int = 0):
     vision_head = bool(hf["vision_config"].get("vision_use_head", True))
     load_params(model, read_tensors(path), vision_head=vision_head, where=path, seed=seed)
     return model, cfg
+
+
+# ------------------------------------------------------------------------ writing ------------
+
+
+def config_to_hf(cfg: pg.PaliGemmaConfig) -> dict:
+    """The config.json of `cfg` (transformers 5's fields; `config_from_hf` reads it back)."""
+    text = {
+        "model_type": "gemma" if cfg.version == 1 else "gemma2",
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.emb_dim,
+        "intermediate_size": cfg.mlp_dim,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim,
+        "hidden_activation": _ACTS[0],
+        "rms_norm_eps": cfg.rms_norm_eps,
+        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "pad_token_id": cfg.pad_id,
+        "eos_token_id": cfg.eos_id,
+        "bos_token_id": cfg.bos_id,
+        "tie_word_embeddings": True,
+    }
+    if cfg.version == 2:
+        t = cfg.text
+        text.update(
+            query_pre_attn_scalar=cfg.query_pre_attn_scalar or cfg.head_dim,
+            attn_logit_softcapping=cfg.attn_logit_softcap,
+            final_logit_softcapping=cfg.final_logit_softcap,
+            sliding_window=cfg.sliding_window or 4096,  # unused when no layer slides
+            layer_types=list(t.layer_types or [FULL] * cfg.num_layers),
+        )
+    vision = {
+        "model_type": "siglip_vision_model",
+        "hidden_size": cfg.vision_emb_dim,
+        "intermediate_size": cfg.vision_mlp_dim,
+        "num_hidden_layers": cfg.vision_num_layers,
+        "num_attention_heads": cfg.vision_num_heads,
+        "image_size": cfg.image_size,
+        "patch_size": cfg.patch_size,
+        "num_channels": cfg.num_channels,
+        "layer_norm_eps": cfg.vision_layer_norm_eps,
+        "hidden_act": "gelu_pytorch_tanh",
+        "attention_dropout": 0.0,
+        "vision_use_head": False,
+    }
+    return {
+        "architectures": ["PaliGemmaForConditionalGeneration"],
+        "model_type": "paligemma",
+        "text_config": text,
+        "vision_config": vision,
+        "image_token_index": cfg.image_token_id,
+        "projection_dim": cfg.emb_dim,
+        "hidden_size": cfg.emb_dim,
+        "vocab_size": cfg.vocab_size,
+        "tie_word_embeddings": True,
+    }
+
+
+def generation_config(cfg: pg.PaliGemmaConfig) -> dict:
+    return {"bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id}
+
+
+def to_hf_state_dict(model: pg.PaliGemma) -> dict[str, np.ndarray]:
+    """HF-named float32 tensors (transformers 5's names; the patch kernel back to the
+    convolution's `[width, C, p, p]`)."""
+    out = to_state_dict(model, name_fn(model.cfg.version))
+    c, p = model.cfg.num_channels, model.cfg.patch_size
+    kernel = out[_PATCH]
+    out[_PATCH] = np.ascontiguousarray(kernel.reshape(p, p, c, -1).transpose(3, 2, 0, 1))
+    return out
+
+
+def save(model: pg.PaliGemma, path: str, *, safe_serialization: bool = True) -> None:
+    """config.json, generation_config.json and the weights, as HF's `from_pretrained` reads."""
+    write_dir(
+        path,
+        config_to_hf(model.cfg),
+        to_hf_state_dict(model),
+        json_files={"generation_config.json": generation_config(model.cfg)},
+        safe_serialization=safe_serialization,
+    )

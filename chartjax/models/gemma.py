@@ -18,6 +18,10 @@ has a hook. The other layers (Gemma 1, or a Gemma 2 config without a cap) go thr
 `layers.attention_core` like every family, with the key/value heads repeated over their query
 group. The masks are boolean `[B, 1, T, S]` per layer kind ("full_attention",
 "sliding_attention"), built once per stack by `attention_masks` (prefix-LM aware).
+
+Inference: `GemmaDecoder.extend` runs the stack over a KV cache (`init_cache`; every layer keeps
+every slot, the sliding window being a mask over key positions), for prefill and for one-token
+steps (models/paligemma_decoding.py); the full forward (`__call__`) does not use it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from chartjax.models.model_configs import check_attention_impl
 from chartjax.models.remat import check_remat_policy, checkpointed
 
 ACT = ("batch", "length", "embed")
+CACHE = ("batch", "length", None, None)  # KV cache [B, S, kv_heads, head_dim]
 FULL, SLIDING = "full_attention", "sliding_attention"  # HF's `layer_types` values
 
 
@@ -196,6 +201,30 @@ class GemmaAttention(nnx.Module):
         )
         return self.out(y.reshape(*x.shape[:2], self.num_heads * self.head_dim))
 
+    def extend(self, x, positions, mask, cache: dict, index) -> tuple[jax.Array, dict]:
+        """KV-cached attention (inference): the rotated keys/values of `x [B, t, E]` are written
+        into `cache` ({"k", "v"}: `[B, S, kv_heads, head_dim]`) at slots `index .. index+t-1`,
+        then the queries attend over the cache's first `mask.shape[-1]` slots with `mask`
+        (bool `[B, 1, t, mask.shape[-1]]`). A one-token step takes the einsum path (no repeated
+        key/value heads: it reads the cache once)."""
+        q = self.query(x).reshape(*x.shape[:2], self.num_heads, self.head_dim)
+        q = rope(q, positions, self.theta)
+        k, v = self.project_kv(x, positions)
+        ck = jax.lax.dynamic_update_slice_in_dim(cache["k"], k.astype(cache["k"].dtype), index, 1)
+        cv = jax.lax.dynamic_update_slice_in_dim(cache["v"], v.astype(cache["v"].dtype), index, 1)
+        s = mask.shape[-1]
+        y = grouped_attention(
+            q,
+            ck[:, :s],
+            cv[:, :s],
+            mask,
+            scale=self.scale,
+            softcap=self.softcap,
+            impl="einsum" if x.shape[1] == 1 else self.impl,
+            dtype=self.dtype,
+        )
+        return self.out(y.reshape(*x.shape[:2], self.num_heads * self.head_dim)), {"k": ck, "v": cv}
+
 
 class GemmaLayer(nnx.Module):
     """Pre-norm attention and GeGLU MLP; Gemma 2 also norms each branch's output."""
@@ -223,6 +252,17 @@ class GemmaLayer(nnx.Module):
         if self.post_mlp_norm is not None:
             h = self.post_mlp_norm(h)
         return x + self.dropout(h, deterministic=deterministic)
+
+    def extend(self, x, positions, mask, cache: dict, index) -> tuple[jax.Array, dict]:
+        """The layer with KV-cached attention (`GemmaAttention.extend`), deterministic."""
+        h, cache = self.attention.extend(self.pre_attention_norm(x), positions, mask, cache, index)
+        if self.post_attention_norm is not None:
+            h = self.post_attention_norm(h)
+        x = x + h
+        h = self.mlp(self.pre_mlp_norm(x), deterministic=True)
+        if self.post_mlp_norm is not None:
+            h = self.post_mlp_norm(h)
+        return x + h, cache
 
 
 def attention_masks(
@@ -279,6 +319,36 @@ class GemmaDecoder(nnx.Module):
         for layer in self.layers:
             x = constrain(step(layer, x, positions, masks[layer.layer_type]), ACT)
         return self.final_norm(x)
+
+    def init_cache(self, batch: int, length: int) -> tuple[dict, ...]:
+        """An empty KV cache: per layer {"k", "v"} zeros `[batch, length, kv_heads, head_dim]` in
+        the activation dtype. Sliding-window layers keep every slot too (their window is a mask
+        over key positions, see `extend`), so one slot index serves every layer."""
+        c = self.cfg
+        shape = (batch, length, c.num_kv_heads, c.head_dim)
+        zeros = jnp.zeros(shape, c.activation_dtype)
+        return tuple({"k": zeros, "v": zeros} for _ in range(c.num_layers))
+
+    def extend(
+        self,
+        x: jax.Array,
+        positions: jax.Array,
+        masks: dict[str, jax.Array],
+        cache: tuple[dict, ...],
+        index,
+    ) -> tuple[jax.Array, tuple[dict, ...]]:
+        """KV-cached run (inference, no dropout): embedded `x [B, t, E]` at `positions [B, t]`,
+        written into `cache` (`init_cache`) at slots `index .. index+t-1`; each layer attends
+        over the first `S' = masks[kind].shape[-1]` slots with its kind's bool `[B, 1, t, S']`
+        mask (the caller builds it: prefix block, causality, sliding window over key positions,
+        valid slots) -> (final-normed hidden states `[B, t, E]`, the updated cache)."""
+        x = constrain(x, ACT)
+        new = []
+        for layer, c in zip(self.layers, cache, strict=True):
+            x, c = layer.extend(x, positions, masks[layer.layer_type], c, index)
+            x = constrain(x, ACT)
+            new.append({k: constrain(v, CACHE) for k, v in c.items()})
+        return self.final_norm(x), tuple(new)
 
     def logits(self, h: jax.Array) -> jax.Array:
         """Tied output projection in float32, soft-capped where the config says (Gemma 2)."""

@@ -107,6 +107,10 @@ def inference(name: str) -> InferenceSpec:
 
 # The inference task a train run's task implies (its records render this task's prompt; its
 # yes/no models read its own features).
+# The inference task of a model that answers a question about an image and has no train run to
+# say otherwise (an HF PaliGemma folder): the prompt is the question itself.
+QUESTION_ANSWERING = "chartqa"
+
 _RUN_TASKS = {
     "deplot": "deplot",
     "chartcheck": "chartcheck",
