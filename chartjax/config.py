@@ -355,6 +355,9 @@ def check_run_vocabulary() -> None:
         raise ConfigError(
             f"Features.vocab_file = {path!r}: no such file or directory (the recipe's VOCAB?)"
         )
+    if _bound_value("Features.modality") == "prefix_lm":
+        _check_prefix_lm_vocabulary(path, models)
+        return
     try:
         pieces = vocab_lib.open_vocabulary(os.path.expanduser(path)).vocab_size
     except (OSError, ValueError):
@@ -366,6 +369,38 @@ def check_run_vocabulary() -> None:
             vocab=path,
             model=name,
             allow_unused_ids=_allow_unused_ids(),
+        )
+
+
+def _check_prefix_lm_vocabulary(path: str, models: dict) -> None:
+    """A PaliGemma's tokenizer (the checkpoint folder's tokenizer.json / tokenizer.model) against
+    the model: its `<image>` must be the model's `image_token_id`, and its ids (the image id
+    aside when it lies past the table, as PaliGemma 1's does) must fit `vocab_size`, without
+    more spare rows than `check_vocabulary` allows."""
+    from chartjax.data import paligemma_inputs
+    from chartjax.models.paligemma import PaliGemmaConfig
+
+    try:
+        tok = paligemma_inputs.open_tokenizer(os.path.expanduser(path))
+    except FileNotFoundError as e:
+        raise ConfigError(
+            f"Features.vocab_file = {path!r}: {e} (a PaliGemma checkpoint's folder holds them)"
+        ) from None
+    except ValueError:
+        return  # an unreadable file: the task names it when it opens it
+    image_id = tok.id_of(paligemma_inputs.IMAGE)
+    for name, cfg in models.items():
+        if not isinstance(cfg, PaliGemmaConfig):
+            continue
+        if image_id != cfg.image_token_id:
+            raise ConfigError(
+                f"{type(cfg).__name__}.image_token_id = {cfg.image_token_id}, but the tokenizer "
+                f"{path} has {paligemma_inputs.IMAGE} at id {image_id}: not this model's "
+                "tokenizer (give the checkpoint's own folder as Features.vocab_file)"
+            )
+        pieces = len(tok) - (1 if image_id >= cfg.vocab_size else 0)
+        check_vocabulary(
+            pieces, cfg.vocab_size, vocab=path, model=name, allow_unused_ids=_allow_unused_ids()
         )
 
 

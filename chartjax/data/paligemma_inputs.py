@@ -318,6 +318,25 @@ class Processor:
             )
         return cls(tok, images, num_image_tokens, _specials(folder))
 
+    @classmethod
+    def for_training(cls, tokenizer_path: str, image_size: int | None = None) -> Processor:
+        """The processor a training task featurizes with, before any model exists: the
+        tokenizer of `tokenizer_path` (a checkpoint folder or a tokenizer file) and the image
+        settings of its folder's processor file, images resized to `image_size` when given (else
+        to the file's size; a folder without one: its config.json's vision_config.image_size,
+        else 224). The image tokens are the model's to add (`models.paligemma.with_image_tokens`),
+        so `num_image_tokens` stays 0 here."""
+        path = os.path.expanduser(tokenizer_path)
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        images, where = image_settings((folder,), image_size or _config_image_size(folder))
+        if images.size[0] != images.size[1]:
+            raise ValueError(f"{where}: images resized to {images.size}, not square")
+        if image_size is not None and images.size != (image_size, image_size):
+            images = dataclasses.replace(
+                images, size=(image_size, image_size), image_seq_length=None
+            )
+        return cls(open_tokenizer(path), images, 0, _specials(folder))
+
     def text(self, prefix: str) -> list[int]:
         """`<bos>` + prefix + "\\n" (the image tokens go before it)."""
         if prefix.startswith(IMAGE):
@@ -367,6 +386,17 @@ class Processor:
                 cols.append(np.concatenate([np.full(n, fill.get(key, 0), np.int32), r[key]]))
             out[key] = np.stack(cols).astype(np.int32)
         return out
+
+
+def _config_image_size(folder: str) -> int:
+    """`vision_config.image_size` of a checkpoint folder's config.json, else SigLIP's 224."""
+    path = os.path.join(folder, "config.json")
+    size = (
+        (_read_json(path).get("vision_config") or {}).get("image_size")
+        if os.path.isfile(path)
+        else None
+    )
+    return size if isinstance(size, int) and size > 0 else 224
 
 
 def _specials(folder: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ Embedding lookups, norms, softmax and activations are not counted.
 from __future__ import annotations
 
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
+from chartjax.models.paligemma import PaliGemmaConfig
 
 # Dense bf16 peak FLOP/s per device (vendor data sheets); CPU has none.
 PEAK_FLOPS = {
@@ -82,13 +83,16 @@ def mfu(
 
 def for_task(model_fn, lengths) -> float | None:
     """Training FLOPs per example of `model_fn`'s model at a seq2seq task's padded `lengths`
-    (`tasks.task.SequenceLengths`), or None when the task has none or the model is not a
-    T5/Pix2Struct (no analytic count)."""
+    (`tasks.task.SequenceLengths`), or None when the task has none or the model has no
+    analytic count (only T5, Pix2Struct and PaliGemma have one). A PaliGemma reads the image
+    tokens and `lengths.encoder + lengths.decoder` text tokens (prefix and suffix, padded)."""
     from flax import nnx
 
     if lengths is None:
         return None
     cfg = getattr(nnx.eval_shape(lambda: model_fn(rngs=nnx.Rngs(0))), "cfg", None)
+    if isinstance(cfg, PaliGemmaConfig):
+        return 3.0 * paligemma_forward_flops(cfg, lengths.encoder + lengths.decoder)["total"]
     if not isinstance(cfg, (T5Config, Pix2StructConfig)):
         return None
     return train_flops_per_example(cfg, lengths.encoder, lengths.decoder)["total"]

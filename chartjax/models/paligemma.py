@@ -67,12 +67,18 @@ class PaliGemmaConfig:
     bos_id: int = 2
     dropout_rate: float = 0.0  # residual dropout of the decoder (big_vision's "LLM dropout")
     z_loss: float = 0.0
+    # big_vision's `label_smoothing`: the target token weighs 1 - s, every other s / (V - 1).
+    label_smoothing: float = 0.0
     dtype: str = "bfloat16"  # activation dtype; parameters are float32
     attention_impl: str = "dot_product"
     remat_policy: str = "none"
 
     def __post_init__(self):
         object.__setattr__(self, "layer_types", tuple(self.layer_types))
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(
+                f"PaliGemmaConfig.label_smoothing must be in [0, 1), not {self.label_smoothing!r}"
+            )
         self.text, self.vision  # noqa: B018  (validates both halves, naming their fields)
 
     @property
@@ -182,13 +188,43 @@ def suffix_weights(batch) -> jax.Array:
     return w[:, 1:].astype(jnp.float32)
 
 
+def with_image_tokens(cfg: PaliGemmaConfig, batch) -> dict:
+    """A batch of text alone (`input_ids`, `token_type_ids`, `attention_mask` `[B, T]`: `<bos>`
+    + prefix + `\\n`, then the suffix; no image placeholders) in the model's layout: the
+    `num_image_tokens` placeholders put in front, of type 0 (prefix) and valid, as
+    `PaliGemmaProcessor` lays an example out (the training tasks' featurizers leave them out, so
+    one featurizer serves any image size)."""
+    ids = batch["input_ids"]
+    b, n = ids.shape[0], cfg.num_image_tokens
+    out = dict(batch)
+    out["input_ids"] = jnp.concatenate(
+        [jnp.full((b, n), cfg.image_token_id, ids.dtype), ids], axis=1
+    )
+    for key in ("token_type_ids", "attention_mask"):
+        if key in batch:
+            x = batch[key]
+            fill = jnp.zeros if key == "token_type_ids" else jnp.ones
+            out[key] = jnp.concatenate([fill((b, n), x.dtype), x], axis=1)
+    return out
+
+
 def prefix_lm_loss(model: PaliGemma, batch, *, deterministic: bool) -> tuple[jax.Array, dict]:
     """Mean next-token loss over the suffix tokens (image and prefix carry no loss), with the
-    aux metrics of `losses.seq2seq_loss` (`z_loss`, `num_tokens`, `accuracy`)."""
+    aux metrics of `losses.seq2seq_loss` (`z_loss`, `num_tokens`, `accuracy`). With
+    `cfg.label_smoothing` s > 0 each token's cross-entropy is big_vision's smoothed one,
+    `-(1 - s) log p(target) - s / (V - 1) * sum of log p(v) over the other tokens v`."""
     logits = model(batch, deterministic=deterministic)[:, :-1]
     targets = batch["input_ids"][:, 1:]
     weights = suffix_weights(batch)
     total, z_term, n = cross_entropy_with_z_loss(logits, targets, weights, model.cfg.z_loss)
+    s = model.cfg.label_smoothing
+    if s:
+        logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        target_logp = jnp.take_along_axis(logp, targets[..., None].astype(jnp.int32), -1)[..., 0]
+        others = jnp.sum(logp, axis=-1) - target_logp
+        # The plain cross-entropy (-log p(target)) is in `total`: move s of its weight.
+        smooth = s * target_logp - s / (logp.shape[-1] - 1) * others
+        total = total + jnp.sum(smooth * weights)
     denom = jnp.maximum(n, 1.0)
     correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32) * weights
     aux = {"z_loss": z_term / denom, "num_tokens": n, "accuracy": jnp.sum(correct) / denom}

@@ -25,6 +25,9 @@ beside it, so a row's pads never shift its positions. Sliding layers keep every 
 window is a mask over key positions, not a ring buffer): against Gemma 2's window (HF's default
 4096) PaliGemma 2's sequences (256-4096 image tokens and a short text) leave little to drop.
 
+`decode_in_jit` is greedy / beam decoding as one traced function, for a caller's own jitted
+step (the training tasks' evaluation, chartjax/tasks/prefix_lm.py): the same prefill and loops.
+
 Two jitted programs per batch shape: the prefill (image encoder and prompt, once; shared by
 every method), then the decoding loop (one per method; `temperature`, `top_k`, `top_p`, EOS and
 pad ids are traced, so changing them does not recompile), a `lax.while_loop` of at most
@@ -288,6 +291,44 @@ def _beam_loop(model, logits, cache, rows, consts, *, max_new, k, length_penalty
 
 # --------------------------------------------------------------------------- entry points
 # Two programs: the prefill (shared by every method) and the decoding loop.
+
+
+def decode_in_jit(
+    model: PaliGemma,
+    image: jax.Array,
+    input_ids: jax.Array,
+    attention_mask: jax.Array,
+    *,
+    max_new_tokens: int,
+    num_beams: int = 1,
+    eos_id: int = 1,
+    pad_id: int = 0,
+) -> jax.Array:
+    """Greedy decoding (beam search with `num_beams` > 1, HF's defaults) as a traced function,
+    for a caller's own jitted step (the training tasks' evaluation): `image` NHWC, the prompt
+    laid out as for `generate` -> new tokens `[B, max_new_tokens]` int32 (`pad_id` after EOS).
+    The same prefill and loops as `generate`, in one program; no placement of its own (the
+    caller's jit shards the batch)."""
+    valid = attention_mask.astype(bool)
+    logits, cache, rows = _prefill(model, image, input_ids, valid, max_new_tokens)
+    consts = (
+        jax.random.key(0),
+        jnp.float32(1.0),
+        jnp.int32(0),
+        jnp.float32(1.0),
+        jnp.int32(eos_id),
+        jnp.int32(pad_id),
+    )
+    if num_beams > 1:
+        kw = {"length_penalty": 1.0, "early_stopping": False}
+        tokens, _ = _beam_loop(
+            model, logits, cache, rows, consts, max_new=max_new_tokens, k=num_beams, **kw
+        )
+    else:
+        tokens, _ = _sample_loop(
+            model, logits, cache, rows, consts, max_new=max_new_tokens, greedy=True, filtered=False
+        )
+    return tokens
 
 
 @functools.partial(jax.jit, static_argnums=(0,), static_argnames=("max_new",))

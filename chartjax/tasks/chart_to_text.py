@@ -26,6 +26,8 @@ Modes (one per kind of row of the paper's Table 4 that chartjax models can run):
              data/<id>.txt (Statista: no OCR text) with zero boxes.
   image      Pix2Struct / MatCha: the chart image alone (no header) -> summary. MatCha's
              chart-to-text fine-tuning format is not public (docs/corpora.md §5.3): [unverified].
+             PaliGemma (`Features.modality = "prefix_lm"`): the chart as image tokens, the
+             prefix `Features.prompt_template` made of the empty prompt (e.g. "caption en").
   deplot_t5  as tab_t5 with the table DePlot predicted for the chart (`tables_file`, a
              predictions.jsonl of `chartjax-infer --task deplot --tfds chart_to_text/<config>:
              <split>`), parsed and written in `table_format`: our stand-in for the paper's
@@ -285,10 +287,12 @@ def _check_args(config, mode, table_format, features, tables_file, ocr_order, bo
         not (mode == "tab_t5" and config == "pew"),
         "mode 'tab_t5' needs gold data tables, which Pew does not have (use ocr_t5 or deplot_t5)",
     )
-    want = "image" if mode == "image" else "text"
+    # The chart alone: Pix2Struct's patches ("image") or PaliGemma's image tokens.
+    want = ("image", seq2seq.PREFIX_LM) if mode == "image" else ("text",)
     need(
-        features.modality == want,
-        f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}",
+        features.modality in want,
+        f"mode {mode!r} needs Features.modality = {' or '.join(map(repr, want))}, "
+        f"not {features.modality!r}",
     )
     if mode == "deplot_t5":
         need(tables_file, "mode 'deplot_t5' needs tables_file (DePlot predictions.jsonl)")

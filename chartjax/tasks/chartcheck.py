@@ -16,6 +16,8 @@ MatCha (`Features.modality = "image"`; the prompt is rendered as a header above 
   `matcha_0_shot_baseline.py`: "is the following claim supported by the chart: {claim} (Yes/No)"
   (the paper's appendix gives the caption prompt; which one made the zero-shot rows is
   [unverified]).
+  PaliGemma (`Features.modality = "prefix_lm"`) reads the same MatCha prompts as its text
+  prefix, the chart as image tokens (chartjax/tasks/prefix_lm.py).
 
 Flan-T5 (`Features.modality = "text"`; {table} is DePlot's table of the chart, read from
 `tables_file`, a predictions.jsonl of `chartjax-infer --task deplot --tfds chartcheck:<split>`):
@@ -518,10 +520,12 @@ def _check_args(
         f"few_shot_source {few_shot_source!r} is not 'official' or 'train'",
     )
     need(few_shot_k >= 1, f"few_shot_k must be >= 1, not {few_shot_k}")
-    want = "image" if mode.startswith("matcha") else "text"
+    # The MatCha prompts read the chart: rendered above it ("image") or as PaliGemma's prefix.
+    want = ("image", seq2seq.PREFIX_LM) if mode.startswith("matcha") else ("text",)
     need(
-        features.modality == want,
-        f"mode {mode!r} needs Features.modality = {want!r}, not {features.modality!r}",
+        features.modality in want,
+        f"mode {mode!r} needs Features.modality = {' or '.join(map(repr, want))}, "
+        f"not {features.modality!r}",
     )
     if mode.startswith("flan"):
         need(tables_file, f"mode {mode!r} needs tables_file (DePlot predictions.jsonl)")

@@ -40,6 +40,8 @@ from chartjax.tasks.task import Evaluation, SequenceLengths, Task
 
 # Prediction rows keep this much of the prompt (`input` of predictions.jsonl is "short").
 INPUT_CHARS = 300
+PREFIX_LM = "prefix_lm"
+MODALITIES = ("image", "text", PREFIX_LM)
 
 
 @gin.configurable
@@ -47,10 +49,21 @@ INPUT_CHARS = 300
 class Features:
     """How records become model features (gin: `Features.max_patches = 2048`, ...).
 
-    modality: "image" (Pix2Struct family: prompt rendered as header) or "text" (T5, BART: prompt
-      tokenized). Recipes set it; the task module gives the default.
+    modality: "image" (Pix2Struct family: prompt rendered as header), "text" (T5, BART: prompt
+      tokenized) or "prefix_lm" (PaliGemma: the chart as image tokens, the prompt as the text
+      prefix, the target as the suffix; chartjax/tasks/prefix_lm.py). Recipes set it; the task
+      module gives the default.
     vocab_file: a SentencePiece model (T5, Pix2Struct), or BART's BPE files (a checkpoint
-      directory with tokenizer.json or vocab.json + merges.txt): data/vocab.py open_vocabulary.
+      directory with tokenizer.json or vocab.json + merges.txt): data/vocab.py open_vocabulary;
+      for "prefix_lm" the PaliGemma checkpoint's folder (tokenizer.json, else tokenizer.model,
+      and its processor file: data/paligemma_inputs.py).
+    max_input_len / max_target_len: "text": the prompt's and the target's tokens; "prefix_lm":
+      the text prefix's (`<bos>` + prompt + "\\n") and the suffix's (target + `<eos>`).
+    image_size: "prefix_lm" only: the side images are resized to (None: the processor file's
+      size, else the folder's config.json `vision_config.image_size`, else 224); it must be the
+      model's `image_size` (SigLIP refuses other shapes).
+    prompt_template: "prefix_lm" only: the prefix made of a record's prompt, `{prompt}` standing
+      for it (e.g. "answer en {prompt}", the PaliGemma mix checkpoints' question prompt).
     pack: pack several training examples per row (docs/packing.md, data/packing.py); evaluation
       and inference never pack. The batch size then counts rows.
     pack_encoder_len / pack_decoder_len: the row lengths (None: max_patches or max_input_len,
@@ -72,12 +85,27 @@ class Features:
     pack_encoder_len: int | None = None
     pack_decoder_len: int | None = None
     pack_open_rows: int = 16
+    image_size: int | None = None
+    prompt_template: str = "{prompt}"
 
     def __post_init__(self):
-        if self.modality not in ("image", "text"):
-            raise ValueError(f"Features.modality must be 'image' or 'text', not {self.modality!r}")
+        if self.modality not in MODALITIES:
+            raise ValueError(
+                f"Features.modality must be one of {MODALITIES}, not {self.modality!r}"
+            )
+        if self.pack and self.modality == PREFIX_LM:
+            raise checks.ConfigError(
+                "Features.pack = True: prefix-LM (PaliGemma) examples are not packed; "
+                "docs/packing.md lists the tasks that pack"
+            )
         if self.pack:
             self._check_packing()
+        if "{prompt}" not in self.prompt_template:
+            raise ValueError(
+                f"Features.prompt_template = {self.prompt_template!r}: it must hold {{prompt}}"
+            )
+        if self.image_size is not None and checks.positive_int(self.image_size):
+            raise ValueError(f"Features.image_size = {self.image_size!r}: a positive int or None")
 
     def _check_packing(self) -> None:
         """A row shorter than one example is refused here, when the task is made (before the
@@ -218,7 +246,6 @@ def make_task(
     """
     from chartjax.data import vocab as vocab_lib
 
-    vocab = vocab_lib.open_vocabulary(features.vocab_file)
     source = sources.TfdsSource(
         dataset,
         data_dir,
@@ -226,9 +253,22 @@ def make_task(
         shuffle_buffer=shuffle_buffer,
         expand=expand,
         field_keys=tuple(field_keys),
-        image_key=image_key if features.modality == "image" else None,
+        image_key=image_key if features.modality != "text" else None,
         encoded_keys=tuple(encoded_keys),
     )
+    if features.modality == PREFIX_LM:
+        from chartjax.tasks import prefix_lm
+
+        return prefix_lm.make_task(
+            name=name,
+            source=source,
+            eval_splits=tuple(eval_splits),
+            evaluation=functools.partial(evaluation, score_fn=score_fn),
+            features=features,
+            decoding=decoding,
+            report_view=report_view,
+        )
+    vocab = vocab_lib.open_vocabulary(features.vocab_file)
 
     def loss(model, batch, *, train):
         from chartjax.models import losses
@@ -236,29 +276,7 @@ def make_task(
         return losses.seq2seq_loss(model, batch, deterministic=not train)
 
     def evaluate(predictions, host, split):
-        texts = vocab.decode_batch(np.asarray(predictions))
-        records = [
-            {
-                "id": as_python(i),
-                "prompt": as_python(p),
-                "target": as_python(t),
-                "meta": json.loads(as_python(m)),
-            }
-            for i, p, t, m in zip(host["id"], host["prompt"], host["target"], host["meta"])
-        ]
-        scores, extra = score_fn(texts, records, split)
-        rows = []
-        for k, (text, rec) in enumerate(zip(texts, records)):
-            row = {
-                "id": rec["id"],
-                "input": rec["prompt"][:INPUT_CHARS],
-                "prediction": text,
-                "target": rec["target"],
-            }
-            if extra is not None:
-                row.update(extra[k])
-            rows.append(row)
-        return Evaluation(scores, rows)
+        return evaluation(vocab.decode_batch(np.asarray(predictions)), host, split, score_fn)
 
     encoder_len = features.max_patches if features.modality == "image" else features.max_input_len
     spec = features.pack_spec(vocab.pad_id)
@@ -286,6 +304,33 @@ def make_task(
         pack=None if spec is None else functools.partial(packing.pack, spec=spec),
         report_view=report_view,
     )
+
+
+def evaluation(texts: list[str], host, split: str, score_fn) -> Evaluation:
+    """The decoded `texts` of an eval split scored by `score_fn` against the host columns'
+    records, and its predictions.jsonl rows (the prompt shortened to INPUT_CHARS)."""
+    records = [
+        {
+            "id": as_python(i),
+            "prompt": as_python(p),
+            "target": as_python(t),
+            "meta": json.loads(as_python(m)),
+        }
+        for i, p, t, m in zip(host["id"], host["prompt"], host["target"], host["meta"])
+    ]
+    scores, extra = score_fn(texts, records, split)
+    rows = []
+    for k, (text, rec) in enumerate(zip(texts, records)):
+        row = {
+            "id": rec["id"],
+            "input": rec["prompt"][:INPUT_CHARS],
+            "prediction": text,
+            "target": rec["target"],
+        }
+        if extra is not None:
+            row.update(extra[k])
+        rows.append(row)
+    return Evaluation(scores, rows)
 
 
 def make_predict(decoding: Decoding) -> Callable:

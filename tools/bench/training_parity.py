@@ -1,7 +1,8 @@
 """Training parity with HuggingFace transformers (PyTorch): chartjax's whole train step against
 HF's, from the same weights on the same batches (issue 28, item 1; JSON on stdout).
 
-    python -m chartjax.tools.bench.training_parity [--size base|tiny] [--families pix2struct t5]
+    python -m chartjax.tools.bench.training_parity [--size base|tiny]
+        [--families pix2struct t5 paligemma paligemma2]
         [--steps 20] [--seeds 8] [--vocab 8192] [--out FILE]
 
 A random HF Pix2Struct / T5 (`torch.manual_seed`) is saved and read back the way `chartjax-train`
@@ -41,6 +42,16 @@ from HF fp32 (HF's own autocast: 5.1e-4 and 0.4%). Dropout: chartjax's loss is t
 seed (`chartjax_same_loss_every_seed`, state.reseeded reseeds nothing); with reseeding repaired
 the distributions agree (Welch p 0.53 / 0.26, Pix2Struct / T5). tests/interop/
 test_training_parity.py runs the tiny size.
+
+PaliGemma (`paligemma`: Gemma decoder, `paligemma2`: Gemma 2; NOTES paligemma) in fp32, measured
+with `--size tiny --families paligemma paligemma2 --steps 20 --seeds 0 --threads 1` (570 s wall
+on the 2 shared cores at load 8.5-9.4; jax 0.10.2, torch 2.13.0, transformers 5.24.0), worst of
+the two: first-step gradients <= 2.7e-6 relative in every group (SigLIP's key bias: 4.7e-10
+absolute, NOTES key_bias); the loss at each of the 20 steps <= 4.7e-7 relative and the held-out
+logits <= 4.0e-5 absolute for SGD, AdamW and adafactor_t5x_rule; HF's Adafactor 1.1e-4 / T5X's
+7e-3 (the patch convolution is factored differently, NOTES paligemma); z-loss 1e-4: the first
+loss minus the logged term equals HF's to 1.6e-7; bf16 losses 1.1e-3 from HF fp32. The test
+runs 5 AdamW steps of paligemma2.
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ import os
 import re
 import tempfile
 import time
+import types
 
 import numpy as np
 
@@ -59,6 +71,12 @@ from chartjax.tools.bench import harness
 
 LIBS = ("jax", "flax", "optax", "torch", "transformers")
 FAMILIES = ("pix2struct", "t5")
+# PaliGemma with a Gemma / Gemma 2 decoder: chartjax/testing/tiny_paligemma.py's tiny models at
+# every --size (the size gives the batch, the text lengths and the rates), trained through the
+# prefix-LM tasks' loss (chartjax/tasks/prefix_lm.py: image placeholders added, the loss on the
+# suffix alone) against HF's PaliGemmaForConditionalGeneration with -100 labels off the suffix.
+PREFIX_LM = ("paligemma", "paligemma2")
+ALL_FAMILIES = FAMILIES + PREFIX_LM
 # vocab, width, heads, head dim, MLP, layers (encoder and decoder each), patch side, encoder
 # length (patches / tokens), target length, batch. "base" is Pix2Struct-base's width with 2
 # layers and a smaller vocabulary (50,244 would only make the logits slower: --vocab).
@@ -141,6 +159,16 @@ NOTES = {
     "(RMSNorm, softmax, logits and loss in fp32; parameters and optimizer fp32); "
     "torch.autocast runs matmuls in bf16 but keeps the residual stream and norms in fp32, so "
     "it stays closer to fp32.",
+    "paligemma": "the prefix is <bos> + random ids + newline (padded lengths enc_len), the "
+    "suffix random ids + <eos> (tgt_len), both padded on the right, after the 16 image tokens; "
+    "token types 0 / 1 and the loss on the suffix as HF's processor labels it. No dropout row: "
+    "HF's Gemma has no residual dropout, chartjax's PaliGemmaConfig.dropout_rate is big_vision's. "
+    "Adafactor: HF factors the patch convolution's [width, C, p, p] weight over (p, p), "
+    "chartjax's patch kernel is [p*p*C, width] (the same products, siglip.py) and is factored "
+    "over both: the one tensor whose second moments differ, hence adafactor_hf's ~1e-4.",
+    "key_bias": "SigLIP's key projection bias gets a zero gradient in exact arithmetic (the "
+    "softmax over keys is invariant to a shift common to all keys): both sides give float32 "
+    "noise of ~1e-7, so its group's max_rel is meaningless and its max_abs is the figure.",
     "tied_t5": "transformers 5 ties every T5's LM head to `shared` (T5Config forces "
     "tie_word_embeddings = True; a False in config.json only turns off the d_model**-0.5 "
     "rescale) and unties it on load only when the checkpoint stores a different lm_head.weight "
@@ -215,6 +243,11 @@ def hf_model(family: str, size: dict, dropout: float = 0.0, *, tied_head: bool =
     checkpoints have (HF loads those untied)."""
     import torch
 
+    if family in PREFIX_LM:
+        from chartjax.testing import tiny_paligemma
+
+        text = "gemma2" if family == "paligemma2" else "gemma"
+        return tiny_paligemma.hf_model(text, seed=int(torch.initial_seed()) % 2**31)
     model = _hf_class(family)(hf_config(family, size, dropout))
     if family == "t5" and not tied_head:
         model.lm_head.weight = torch.nn.Parameter(model.shared.weight.detach().clone())
@@ -229,11 +262,46 @@ def _hf_class(family: str):
     return transformers.T5ForConditionalGeneration
 
 
+def _prefix_lm_batch(size: dict, rng: np.random.Generator) -> tuple[dict, dict, np.ndarray]:
+    """A PaliGemma batch (NOTES paligemma): (the prefix-LM tasks' text batch with the image,
+    HF kwargs with labels, the real positions of HF's sequences)."""
+    import torch
+
+    from chartjax.testing import tiny_paligemma as tiny
+
+    b, n, t = size["batch"], tiny.NUM_IMAGE_TOKENS, size["enc_len"] + size["tgt_len"]
+    text = {
+        k: np.zeros((b, t), np.int32) for k in ("input_ids", "token_type_ids", "attention_mask")
+    }
+    for i in range(b):
+        p = size["enc_len"] if i == 0 else int(rng.integers(3, size["enc_len"] + 1))
+        q = size["tgt_len"] if i == 0 else int(rng.integers(2, size["tgt_len"] + 1))
+        prefix = [tiny.BOS, *rng.integers(3, tiny.IMAGE_TOKEN, p - 2), tiny.NEWLINE]
+        text["input_ids"][i, : p + q] = prefix + [*rng.integers(3, tiny.IMAGE_TOKEN, q - 1), EOS]
+        text["token_type_ids"][i, p : p + q] = 1
+        text["attention_mask"][i, : p + q] = 1
+    pixels = rng.uniform(-1, 1, (b, 3, tiny.IMAGE_SIZE, tiny.IMAGE_SIZE)).astype(np.float32)
+    ours = {"image": np.transpose(pixels, (0, 2, 3, 1)), **text}
+    ids = np.concatenate([np.full((b, n), tiny.IMAGE_TOKEN, np.int32), text["input_ids"]], 1)
+    types = np.concatenate([np.zeros((b, n), np.int32), text["token_type_ids"]], 1)
+    valid = np.concatenate([np.ones((b, n), np.int32), text["attention_mask"]], 1)
+    hf_in = {
+        "pixel_values": torch.tensor(pixels),
+        "input_ids": torch.tensor(ids, dtype=torch.long),
+        "token_type_ids": torch.tensor(types, dtype=torch.long),
+        "attention_mask": torch.tensor(valid, dtype=torch.long),
+        "labels": torch.tensor(np.where((types == 1) & (valid == 1), ids, -100), dtype=torch.long),
+    }
+    return ours, hf_in, valid.astype(bool)
+
+
 def _batch(family: str, size: dict, rng: np.random.Generator) -> tuple[dict, dict, np.ndarray]:
     """(chartjax batch, HF kwargs, valid targets): every example's encoder input and target
     padded at a random length."""
     import torch
 
+    if family in PREFIX_LM:
+        return _prefix_lm_batch(size, rng)
     b, n, t, vocab = size["batch"], size["enc_len"], size["tgt_len"], size["vocab"]
     tgt = rng.integers(2, vocab, (b, t))
     lengths = rng.integers(t // 2, t + 1, b)
@@ -363,22 +431,27 @@ class ChartjaxRun:
         from chartjax import state as state_lib
         from chartjax import train as train_lib
         from chartjax.interop import hf
-        from chartjax.models import pix2struct, t5
-        from chartjax.tasks import seq2seq_synthetic
+        from chartjax.models import paligemma, pix2struct, t5
+        from chartjax.tasks import prefix_lm, seq2seq_synthetic
 
         self.case = case
         ckpt_dir = ckpt_dir or case.ckpt_dir
         cfg = hf.read_config(ckpt_dir)
         self.cfg = dataclasses.replace(cfg, dtype=dtype, z_loss=z_loss, dropout_rate=dropout)
-        build = pix2struct.build if case.family == "pix2struct" else t5.build
+        build = {"pix2struct": pix2struct.build, "t5": t5.build}.get(case.family, paligemma.build)
 
         def model_fn(rngs: nnx.Rngs):
             return build(self.cfg, rngs)
 
         self.tx, sched = chartjax_optimizer(opt, len(case.train), case.size["lr"])
         # The loss the seq2seq tasks train with (losses.seq2seq_loss), from a task of the
-        # catalog; its data is not used.
-        task = seq2seq_synthetic.make_task("patches" if case.family == "pix2struct" else "text")
+        # catalog; its data is not used. PaliGemma: the prefix-LM tasks' loss.
+        if case.family in PREFIX_LM:
+            task = types.SimpleNamespace(loss=prefix_lm.loss)
+            self.keys = prefix_lm.MODEL_INPUTS
+        else:
+            task = seq2seq_synthetic.make_task("patches" if case.family == "pix2struct" else "text")
+            self.keys = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens")
         self.mesh = mesh_lib.make_mesh((1, 1), devices=jax.devices()[:1])
         self.rules = mesh_lib.axis_rules("data_parallel")
         spec, _ = state_lib.create(model_fn, self.tx, self.mesh, self.rules, seed=0)
@@ -419,7 +492,7 @@ class ChartjaxRun:
         state = dict(initial or self.initial)
         rng = jax.random.key_data(jax.random.key(seed))
         state["rng"] = jax.device_put(rng, self.spec.shardings["rng"])
-        keys = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens")
+        keys = self.keys
         out = {"loss": [], "z_loss": []}
         with mesh_lib.activate(self.mesh, self.rules):
             for ours, _ in self.case.train[:steps]:
@@ -438,9 +511,11 @@ class ChartjaxRun:
 
     def hf_named(self, tree) -> dict[str, np.ndarray]:
         """A params-shaped tree (e.g. gradients) under HF's tensor names, in HF's layout."""
-        from chartjax.interop import hf
+        from chartjax.interop import hf, hf_paligemma
 
         model = self.spec.model_def.merge(tree, self.initial["model_state"])
+        if self.case.family in PREFIX_LM:
+            return hf_paligemma.to_hf_state_dict(model)
         return hf.to_hf_tensors(model)
 
 
@@ -460,6 +535,10 @@ def _forward_fn(graphdef, rng_state, params, model_state, batch):
     from chartjax import state as state_lib
 
     model = state_lib.ModelDef(graphdef, rng_state).merge(params, model_state)
+    if "image" in batch:  # a prefix-LM text batch: the image placeholders go in front
+        from chartjax.models import paligemma
+
+        batch = paligemma.with_image_tokens(model.cfg, batch)
     return model(batch, deterministic=True)
 
 
@@ -472,6 +551,16 @@ def _forward_jit():
 
 
 # ------------------------------------------------------------------ HF side -------------------
+
+
+def hf_names(family: str, tensors: dict) -> dict:
+    """HF's in-memory parameter names as chartjax's converter writes them (PaliGemma:
+    transformers 5's saved names, hf_paligemma.canonical_names)."""
+    if family not in PREFIX_LM:
+        return tensors
+    from chartjax.interop import hf_paligemma
+
+    return hf_paligemma.canonical_names(tensors, "the HF model")
 
 
 def decay_parameter_names(model) -> set[str]:
@@ -559,7 +648,10 @@ def hf_run(
             loss = model(**hf_in).loss
         loss.backward()
         if grads and k == 0:
-            out["grads"] = {n: p.grad.detach().numpy().copy() for n, p in model.named_parameters()}
+            out["grads"] = hf_names(
+                case.family,
+                {n: p.grad.detach().numpy().copy() for n, p in model.named_parameters()},
+            )
         if clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
@@ -576,11 +668,15 @@ def hf_run(
 # ------------------------------------------------------------------ comparisons ---------------
 
 GROUPS = (
+    # SigLIP's key bias: zero gradient in exact arithmetic (a softmax does not see a shift that
+    # is the same for every key), so only its max_abs says anything (NOTES key_bias).
+    ("key_bias", r"k_proj\.bias"),
     ("relpos_bias", r"relative_attention_bias"),
     ("norms", r"norm"),
     ("lm_head", r"lm_head"),
     ("embeddings", r"embed|shared|embedder|patch_projection"),
-    ("attention", r"attention|\.(q|k|v|o)\.weight"),
+    ("attention", r"attention|self_attn|\.(q|k|v|o)\.weight"),
+    ("projector", r"multi_modal_projector"),
     ("mlp", r"mlp|DenseReluDense|\.wi|\.wo"),
 )
 
@@ -710,6 +806,7 @@ def decay_row(run: ChartjaxRun, model) -> dict:
     """Which parameters AdamW decays: chartjax's mask against HF Trainer's names."""
     # Trainer's list also names tied aliases (T5's encoder/decoder.embed_tokens = shared).
     ref = decay_parameter_names(model) & {name for name, _ in model.named_parameters()}
+    ref = set(hf_names(run.case.family, dict.fromkeys(ref)))
     ours = decayed_names(run)
     return {"n": len(ref), "chartjax_only": sorted(ours - ref), "hf_only": sorted(ref - ours)}
 
@@ -777,7 +874,7 @@ def family_report(case: Case, seeds: int, optimizers=OPTIMIZERS, progress=None) 
         "adamw": optimizer_row(case, "adamw", z_loss=Z_LOSS, ref=refs.get("adamw")),
     }
     tick({"family": case.family, "row": "z_loss", "s": round(time.perf_counter() - t0, 1)})
-    if seeds:
+    if seeds and case.family not in PREFIX_LM:  # NOTES paligemma
         out["dropout"] = dropout_row(case, seeds)
         tick({"family": case.family, "row": "dropout", "s": round(time.perf_counter() - t0, 1)})
     out["bf16"] = bf16_row(case, hf_fp32=refs.get("adamw"))
@@ -823,7 +920,7 @@ def _row(family, quantity, opt, dtype, e) -> dict:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", choices=sorted(SIZES), default="base")
-    p.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    p.add_argument("--families", nargs="+", choices=ALL_FAMILIES, default=list(ALL_FAMILIES))
     p.add_argument("--steps", type=int, default=20, help="optimizer steps per run")
     p.add_argument("--seeds", type=int, default=8, help="dropout runs a side (0: none)")
     p.add_argument("--vocab", type=int, help="vocabulary size (default: the size's)")
