@@ -13,7 +13,7 @@ import jax
 import pytest
 
 from chartjax.models import pix2struct, t5, tiny
-from chartjax.tasks import seq2seq_synthetic
+from chartjax.tasks.smoke import seq2seq_synthetic
 from tests.step_equivalence import PRESETS, assert_same, run_steps, sharded_leaves
 
 ONE = {"num_encoder_layers": 1, "num_decoder_layers": 1}

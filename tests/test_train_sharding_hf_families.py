@@ -11,8 +11,8 @@ import pytest
 
 from chartjax.data import sources
 from chartjax.models import bart, deberta, losses, tapas
-from chartjax.tasks import text_classification
-from chartjax.tasks.task import Task
+from chartjax.tasks.core import text_classification
+from chartjax.tasks.core.task import Task
 from chartjax.testing import tiny_hf
 from tests.step_equivalence import assert_same, run_steps, sharded_leaves
 

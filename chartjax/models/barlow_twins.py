@@ -19,7 +19,7 @@ axes), no hue jitter (chart colours encode series), no Gaussian blur or solarisa
 thin text and marks), crop area from 0.3 (not 0.08) so a view keeps some of the plot.
 
 The loss and its statistics (`cross_correlation`, `barlow_twins_loss`) are plain jax functions
-so the evaluation can compute them over a whole split (chartjax/tasks/chart_to_text_caption.py).
+so the evaluation can compute them over a whole split (chartjax/tasks/chart_to_text/caption.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ the embeddings of the row index and the column header; these table representatio
 a 3-layer transformer encoder-decoder". On Pew the OCR boxes are concatenated to the LSTM field
 representation (`use_boxes`).
 
-One field per record (chartjax/tasks/chart_to_text_records.py): an LSTM over the value's words
+One field per record (chartjax/tasks/chart_to_text/records.py): an LSTM over the value's words
 (its state after the last real word), the mean embedding of the column header's words, and a
 row-index embedding, concatenated (with a box embedding on Pew), projected to d_model and fed
 to the encoder (positions as Chart2text). The authors' code (`baseline_models/LogicNLG/

@@ -1,7 +1,7 @@
 """What Chart2text and Field-Infuse share (chartjax/models/chart2text.py, field_infuse.py).
 
 `DataToTextConfig`, the layout of a record row of `encoder_input_tokens` (`PRESENT`, `VALUE`,
-..., chartjax/tasks/chart_to_text_records.py packs it), `RecordSeq2Seq` (BART's stacks, the
+..., chartjax/tasks/chart_to_text/records.py packs it), `RecordSeq2Seq` (BART's stacks, the
 record projection, the content-selection head, decoding) and the training `loss`.
 """
 

@@ -5,7 +5,7 @@ pre-LN layers, one relative-position table per stack (bidirectional in the encod
 decoder), a shared `token_embedder`, untied `logits_dense` unless `logits_via_embedding`.
 
 With `T5Config.box_embedding` the encoder also reads `encoder_input_boxes [B, S, 4]` (one OCR
-box per input token, [0, 1] coordinates, zeros where a token has none; chartjax/tasks/ocr_boxes.py)
+box per input token, [0, 1] coordinates, zeros where a token has none; chartjax/tasks/chart_to_text/ocr_boxes.py)
 through a bias-free linear layer `box_embedding` whose output is added to the token embeddings,
 as the Chart-to-Text paper's OCR-T5 with boxes ("feed the bounding box coordinates ... into a
 linear layer to produce positional embeddings, added to the corresponding embeddings of the OCR

@@ -104,7 +104,7 @@ def test_peaks_and_mfu():
 
 def test_for_task_uses_the_task_lengths():
     from chartjax.models.relation_network import RNConfig, build
-    from chartjax.tasks.task import SequenceLengths
+    from chartjax.tasks.core.task import SequenceLengths
 
     cfg = tiny.tiny_pix2struct()
     image = SequenceLengths(encoder=64, decoder=8)  # max_patches, max_target_len

@@ -204,7 +204,7 @@ def test_packed_train_steps_sharded_equal_single_device():
     the batch, and 8 data-parallel devices give the single-device losses and parameters."""
     import dataclasses
 
-    from chartjax.tasks import seq2seq_synthetic
+    from chartjax.tasks.smoke import seq2seq_synthetic
     from tests.step_equivalence import assert_same, run_steps
 
     task = seq2seq_synthetic.make_task(modality="text", input_len=8, target_len=3)

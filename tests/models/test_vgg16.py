@@ -13,8 +13,8 @@ from chartjax import state as state_lib
 from chartjax import train as train_lib
 from chartjax.interop import vgg16_weights
 from chartjax.models import vgg16
-from chartjax.tasks import classification
-from chartjax.tasks.task import Task
+from chartjax.tasks.core import classification
+from chartjax.tasks.core.task import Task
 from tests.interop.vgg16_files import TINY_WIDTHS, random_weights, write_keras_h5
 
 

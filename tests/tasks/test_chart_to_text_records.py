@@ -19,7 +19,7 @@ from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
 from chartjax.models import chart2text, decoding
 from chartjax.models import record_seq2seq as model_lib
-from chartjax.tasks import chart_to_text_records as ctr
+from chartjax.tasks.chart_to_text import records as ctr
 from tests.tasks.tiny_recipes import RUN_TINY
 
 ROOT = str(Path(__file__).resolve().parents[2])

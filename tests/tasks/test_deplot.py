@@ -16,7 +16,8 @@ from chartjax import config as config_lib
 from chartjax.data import sources, tables
 from chartjax.metrics import prediction_files, report
 from chartjax.metrics import tables as table_metrics
-from chartjax.tasks import chart_info_tables, deplot
+from chartjax.tasks import deplot
+from chartjax.tasks.chart_info import tables as chart_info_tables
 
 # The same tiny Pix2Struct for every image recipe (test_chart_info.py too), so the
 # session's persistent compilation cache serves later recipes. 8 simulated devices: batch 8.

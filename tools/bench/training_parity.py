@@ -364,7 +364,7 @@ class ChartjaxRun:
         from chartjax import train as train_lib
         from chartjax.interop import hf
         from chartjax.models import pix2struct, t5
-        from chartjax.tasks import seq2seq_synthetic
+        from chartjax.tasks.smoke import seq2seq_synthetic
 
         self.case = case
         ckpt_dir = ckpt_dir or case.ckpt_dir
