@@ -50,6 +50,21 @@ MOVED = {
     "chartjax.tasks.plotqa_references": "chartjax.tasks.plotqa.references",
     "chartjax.tasks.chartqapro_references": "chartjax.tasks.chartqapro.references",
     "chartjax.tasks.chart_code": "chartjax.tasks.matcha.chart_code",
+    # models: one folder per family
+    "chartjax.models.pix2struct": "chartjax.models.t5.pix2struct",
+    "chartjax.models.bert_blocks": "chartjax.models.post_ln.blocks",
+    "chartjax.models.bart": "chartjax.models.post_ln.bart",
+    "chartjax.models.deberta": "chartjax.models.post_ln.deberta",
+    "chartjax.models.tapas": "chartjax.models.post_ln.tapas",
+    "chartjax.models.siglip": "chartjax.models.paligemma.siglip",
+    "chartjax.models.gemma": "chartjax.models.paligemma.gemma",
+    "chartjax.models.vgg16": "chartjax.models.relation_network.vgg16",
+    "chartjax.models.resnet": "chartjax.models.captioning.resnet",
+    "chartjax.models.barlow_twins": "chartjax.models.captioning.barlow_twins",
+    "chartjax.models.show_attend_tell": "chartjax.models.captioning.show_attend_tell",
+    "chartjax.models.chart2text": "chartjax.models.data_to_text.chart2text",
+    "chartjax.models.field_infuse": "chartjax.models.data_to_text.field_infuse",
+    "chartjax.models.record_seq2seq": "chartjax.models.data_to_text.record_seq2seq",
 }
 
 

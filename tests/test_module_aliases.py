@@ -63,6 +63,9 @@ def test_a_fresh_process_imports_old_names_and_gin_binds_them():
         assert pickle.loads(b"cchartjax.tasks.seq2seq\\nDecoding\\n.").__module__ == (
             "chartjax.tasks.core.seq2seq"
         )
+        from chartjax.models.bart import BartConfig
+        assert pickle.loads(b"cchartjax.models.bart\\nBartConfig\\n.") is BartConfig
+        assert BartConfig.__module__ == "chartjax.models.post_ln.bart"
         print("OK")
         """
     )

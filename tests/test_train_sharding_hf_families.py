@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from chartjax.data import sources
-from chartjax.models import bart, deberta, losses, tapas
+from chartjax.models import losses
+from chartjax.models.post_ln import bart, deberta, tapas
 from chartjax.tasks.core import text_classification
 from chartjax.tasks.core.task import Task
 from chartjax.testing import tiny_hf

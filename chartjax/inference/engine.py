@@ -5,12 +5,12 @@ job.py), `chartjax.load` (chartjax/api.py) and, through the same decoding step
     engine = Engine.from_checkpoint("runs/my_run", settings=Settings(max_decode_len=512))
     results = engine.predict(examples)  # [(prediction, extra row fields)] per example
 
-The task (an InferenceSpec, chartjax/tasks/catalog.py) decides the modality and prompt, any
-extra outputs, and whether the model writes text or labels. Examples are featurized with the
-training pipeline's own functions (chartjax/tasks/core/seq2seq.py: header rendering, Pix2Struct
-patches, SentencePiece or BART's BPE; chartjax/tasks/core/text_classification.py: the DeBERTa / TAPAS
-tokenizers), so a model sees what it was trained on, and batched with a `_mask` on padding rows
-so its step compiles once. A batch is split over every device of a data-parallel mesh
+The task (an InferenceSpec, chartjax/tasks/catalog.py) decides the modality and prompt, any extra
+outputs, and whether the model writes text or labels. Examples are featurized with the training
+pipeline's own functions (chartjax/tasks/core/seq2seq.py: header rendering, Pix2Struct patches,
+SentencePiece or BART's BPE; chartjax/tasks/core/text_classification.py: the DeBERTa / TAPAS
+tokenizers), so a model sees what it was trained on, and batched with a `_mask` on padding rows so
+its step compiles once. A batch is split over every device of a data-parallel mesh
 (chartjax/mesh.py, `pipeline.to_global`, as evaluation does).
 
 Three kinds of model: decoders (Pix2Struct, T5, BART) write text, KV-cached greedy or beam

@@ -23,7 +23,7 @@ from flax import nnx
 from chartjax.interop.hf_files import check_ints
 from chartjax.interop.hf_name_map import Path, leaf, load_state_dict, read_config, read_tensors
 from chartjax.models import paligemma as pg
-from chartjax.models.gemma import FULL, SLIDING
+from chartjax.models.paligemma.gemma import FULL, SLIDING
 
 _RENAMES = (
     (r"^model\.language_model\.", "language_model.model."),

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from chartjax.models import flops, losses, pix2struct, t5, tiny
+from chartjax.models import flops, losses, t5, tiny
+from chartjax.models.t5 import pix2struct
 
 
 def _xla_train_flops(model, batch) -> float:

@@ -11,7 +11,9 @@ import pytest
 from flax import nnx
 
 from chartjax.data import packing, patches
-from chartjax.models import bart, losses, pix2struct, t5, tiny
+from chartjax.models import losses, t5, tiny
+from chartjax.models.post_ln import bart
+from chartjax.models.t5 import pix2struct
 
 ENC, DEC = 24, 12  # the task's fixed lengths (rows have the same)
 RTOL = ATOL = 2e-5

@@ -17,8 +17,9 @@ from flax import nnx
 
 from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
-from chartjax.models import chart2text, decoding
-from chartjax.models import record_seq2seq as model_lib
+from chartjax.models import decoding
+from chartjax.models.data_to_text import chart2text
+from chartjax.models.data_to_text import record_seq2seq as model_lib
 from chartjax.tasks.chart_to_text import records as ctr
 from tests.tasks.tiny_recipes import RUN_TINY
 

@@ -224,7 +224,8 @@ def test_chartqa_matcha_eval_scores_tiny_hf_weights(tmp_path, vocab_file, tfds_d
     Pix2Struct standing in for google/matcha-chartqa (init/hf.gin)."""
     from chartjax import evaluate as evaluate_lib
     from chartjax.interop import hf
-    from chartjax.models import pix2struct, tiny
+    from chartjax.models import tiny
+    from chartjax.models.t5 import pix2struct
     from tests.tasks.tiny_recipes import RUN_TINY, TINY_LAYERS
 
     init = tmp_path / "matcha-chartqa"

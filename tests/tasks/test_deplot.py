@@ -52,7 +52,8 @@ def tiny_t5x_checkpoint(path: str, family: str = "pix2struct") -> str:
     """A T5X checkpoint of the tiny model the recipes are overridden to (vocab 400, 1+1
     layers); written once where `path` is shared."""
     from chartjax.interop import t5x
-    from chartjax.models import pix2struct, t5, tiny
+    from chartjax.models import t5, tiny
+    from chartjax.models.t5 import pix2struct
     from tests.tasks.tiny_recipes import TINY_LAYERS
 
     if not os.path.exists(os.path.join(path, "checkpoint")):

@@ -1,8 +1,8 @@
-"""MatCha-style pretraining (chartjax/tasks/matcha/__init__.py, docs/pretraining.md): the generated math
-answers are right, the pages are drawn deterministically, the mixture draws each component at its
-rate and resumes at any step, chart code reads back to the chart's table, every pretraining
-recipe loads, and the toy curriculum runs: 2 steps of stage 1 on every objective, then 2 steps
-of stage 2 initialised from stage 1's checkpoint."""
+"""MatCha-style pretraining (chartjax/tasks/matcha/__init__.py, docs/pretraining.md): the generated
+math answers are right, the pages are drawn deterministically, the mixture draws each component at
+its rate and resumes at any step, chart code reads back to the chart's table, every pretraining
+recipe loads, and the toy curriculum runs: 2 steps of stage 1 on every objective, then 2 steps of
+stage 2 initialised from stage 1's checkpoint."""
 
 from __future__ import annotations
 

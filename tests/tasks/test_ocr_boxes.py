@@ -1,5 +1,6 @@
-"""OCR phrases in reading order and their per-token boxes (chartjax/tasks/chart_to_text/ocr_boxes.py), on
-hand-made phrases, the tiny test vocabulary and pew 10's real boxes."""
+"""OCR phrases in reading order and their per-token boxes
+(chartjax/tasks/chart_to_text/ocr_boxes.py), on hand-made phrases, the tiny test vocabulary and pew
+10's real boxes."""
 
 from __future__ import annotations
 

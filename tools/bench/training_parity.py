@@ -363,7 +363,8 @@ class ChartjaxRun:
         from chartjax import state as state_lib
         from chartjax import train as train_lib
         from chartjax.interop import hf
-        from chartjax.models import pix2struct, t5
+        from chartjax.models import t5
+        from chartjax.models.t5 import pix2struct
         from chartjax.tasks.smoke import seq2seq_synthetic
 
         self.case = case

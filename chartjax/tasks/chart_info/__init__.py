@@ -16,6 +16,10 @@
   `metrics.chart_info_series.task6b` (`task6b_*` metrics); RMS/RNSS are reported as well.
 Charts whose file does not annotate the task (`has_task<N>` False; task 3 also needs task 2's
 blocks; task 6b needs data series) are skipped and counted in `num_unannotated`.
+
+The CHART-Info room (tasks/chart_info/): these tasks; text.py (tasks 2, 4, 5 and 6a as
+lines), lines.py (their grammar), tables.py (annotations -> DePlot-style tables, also read by
+the deplot and matcha tasks).
 """
 
 from __future__ import annotations

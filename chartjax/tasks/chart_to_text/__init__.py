@@ -14,7 +14,7 @@ Modes (one per kind of row of the paper's Table 4 that chartjax models can run):
              release's OCR text (`data/<id>.txt`, phrases joined by " | "); Statista, whose only
              OCR text is `bboxes/<n>.json`: its phrases in `ocr_order` joined by " | " ("we
              concatenate all OCR-extracted sentences from top to bottom order"; that the
-             authors fed these files is [inferred]). `ocr_order` (chartjax/tasks/chart_to_text/ocr_boxes.py):
+             authors fed these files is [inferred]). `ocr_order` (ocr_boxes.py):
              "top_to_bottom" (lines top to bottom, left to right within a line) or "release"
              (the file's order, which for Pew is data/<id>.txt's).
              With `boxes=True` (OCR-T5 with boxes) the phrases come from the bbox file for
@@ -36,6 +36,10 @@ content selection, BLEURT / perplexity with their models), breakdowns by chart t
 complexity. Content selection reads the gold data records (Statista `table.records`) or, for
 Pew, the OCR text (the official script is `ocrdata_auto_eval.py`: [inferred]). A BLEU over 1
 by float rounding (sacrebleu scores a perfect corpus 100.00000000000004) is clipped to 1.
+
+The Chart-to-Text room (tasks/chart_to_text/): these seq2seq rows; caption.py (the
+image-captioning row and its Barlow Twins pretraining); records.py (Chart2text, Field-Infuse);
+ocr_boxes.py (OCR phrases and boxes).
 """
 
 from __future__ import annotations
@@ -236,8 +240,8 @@ def make_task(
 
 def box_features(task: Task, features) -> Task:
     """`task` whose examples also give `encoder_input_boxes [max_input_len, 4]` (a model input),
-    from the prompt and its meta["ocr_boxes"] spans (chartjax/tasks/chart_to_text/ocr_boxes.py); the tokens
-    are recomputed with them, equal to the plain prompt's."""
+    from the prompt and its meta["ocr_boxes"] spans (ocr_boxes.py); the tokens are recomputed
+    with them, equal to the plain prompt's."""
     import dataclasses
 
     from chartjax.data import vocab as vocab_lib

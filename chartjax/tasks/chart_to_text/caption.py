@@ -3,16 +3,16 @@ Statista BLEU 15.94, Pew 4.09): two tasks, trained from scratch on the corpus al
 
 * `chart_to_text_barlow_twins` (chart_to_text_barlow_twins_task): Barlow Twins pretraining of a
   ResNet-50 on the charts of one corpus's training split (images only; "we pretrained a separate
-  ResNet50 for each dataset"). Loss and augmentations: chartjax/models/barlow_twins.py. The
-  evaluation embeds two augmented views of every chart of a split (a fixed key, eval-mode
-  BatchNorm) and reports the loss over the whole split (embeddings standardised over it) with
-  its two terms per entry of the cross-correlation C: `on_diagonal_loss` (mean (1 - C_ii)^2)
-  and `off_diagonal_loss` (mean C_ij^2, i != j); predictions.jsonl holds each chart's cosine
-  similarity between its two views.
+  ResNet50 for each dataset"). Loss and augmentations:
+  chartjax/models/captioning/barlow_twins.py. The evaluation embeds two augmented views of every
+  chart of a split (a fixed key, eval-mode BatchNorm) and reports the loss over the whole split
+  (embeddings standardised over it) with its two terms per entry of the cross-correlation C:
+  `on_diagonal_loss` (mean (1 - C_ii)^2) and `off_diagonal_loss` (mean C_ij^2, i != j);
+  predictions.jsonl holds each chart's cosine similarity between its two views.
 * `chart_to_text` (chart_to_text_caption_task): Show, Attend and Tell (chartjax/models/
-  show_attend_tell.py), chart image -> summary, scored as every Chart-to-Text row
-  (chart_to_text.make_score_fn: BLEU, ROUGE, METEOR, CIDEr, content selection; BLEURT and
-  perplexity with their models). The encoder starts from the Barlow Twins run
+  chart_to_text/show_attend_tell.py), chart image -> summary, scored as every Chart-to-Text row
+  (chart_to_text.make_score_fn: BLEU, ROUGE, METEOR, CIDEr, content selection; BLEURT and perplexity
+  with their models). The encoder starts from the Barlow Twins run
   (gin_configs/init/barlow_twins_encoder.gin: its `encoder` parameters and BatchNorm statistics).
 
 Inputs: the chart resized to `image_size` x `image_size` (aspect ratio not kept, as Show,
@@ -47,21 +47,21 @@ from chartjax.tasks.core.task import Evaluation, Task
 # chartjax-score (through the catalog) must not pull in jax.
 @gin.configurable("ResNetConfig", module="chartjax.models")
 def resnet_config(**fields):
-    from chartjax.models.resnet import ResNetConfig
+    from chartjax.models.captioning.resnet import ResNetConfig
 
     return ResNetConfig(**fields)
 
 
 @gin.configurable("ShowAttendTellConfig", module="chartjax.models")
 def show_attend_tell_config(**fields):
-    from chartjax.models import show_attend_tell as sat
+    from chartjax.models.captioning import show_attend_tell as sat
 
     return sat.ShowAttendTellConfig(**fields)
 
 
 @gin.configurable("BarlowTwinsConfig", module="chartjax.models")
 def barlow_twins_config(**fields):
-    from chartjax.models import barlow_twins as bt
+    from chartjax.models.captioning import barlow_twins as bt
 
     return bt.BarlowTwinsConfig(**fields)
 
@@ -69,8 +69,8 @@ def barlow_twins_config(**fields):
 @gin.configurable(module="chartjax.models")
 def build_caption_model(config=gin.REQUIRED, rngs=None):
     """Show, Attend and Tell or Barlow Twins, by the type of `config`."""
-    from chartjax.models import barlow_twins as bt
-    from chartjax.models import show_attend_tell as sat
+    from chartjax.models.captioning import barlow_twins as bt
+    from chartjax.models.captioning import show_attend_tell as sat
 
     rngs = 0 if rngs is None else rngs
     if isinstance(config, bt.BarlowTwinsConfig):
@@ -149,7 +149,7 @@ def make_pretrain_task(
     def features(keep_host):
         return lambda rec: {"image": _image(rec, image_size), **_host(rec, keep_host)}
 
-    from chartjax.models import barlow_twins as bt
+    from chartjax.models.captioning import barlow_twins as bt
 
     def loss(model, batch, *, train):
         return bt.loss(model, batch, train=train)
@@ -219,7 +219,7 @@ def make_task(
         return fn
 
     def loss(model, batch, *, train):
-        from chartjax.models import show_attend_tell as sat
+        from chartjax.models.captioning import show_attend_tell as sat
 
         return sat.loss(model, batch, deterministic=not train)
 

@@ -7,7 +7,7 @@ image pixels with the origin at the top left and y growing downwards; [verified]
 each detected text token into a linear layer"; here every token of a phrase takes its phrase's
 box, normalised to [0, 1] by the image size, and every other token (prefix, title, separators,
 EOS, padding) gets the zero box, which a bias-free linear layer maps to exactly nothing
-(chartjax/models/t5.py `box_embedding`).
+(chartjax/models/t5/__init__.py `box_embedding`).
 
 Reading orders:
   release        the file's order. For Pew it is the order of the release's OCR text

@@ -7,9 +7,8 @@ Inputs (one mode per kind of row):
            ChartOCR-extracted tables, as in chart_to_text's deplot_t5 mode.
   ocr      Pew, OCR-: the release's OCR phrases (`ocr.text` / `ocr.bbox`) in the release's order
            (`ocr_order`; it is data/<id>.txt's, which the authors' OcrPreprocess.py reads; or
-           "top_to_bottom", chartjax/tasks/chart_to_text/ocr_boxes.py), each box divided by the image's width
-           / height; `ocr_data`'s " | "-separated phrases, without boxes, for a chart with no
-           bboxes file.
+           "top_to_bottom", ocr_boxes.py), each box divided by the image's width / height;
+           `ocr_data`'s " | "-separated phrases, without boxes, for a chart with no bboxes file.
 
 Records. A table gives one record per cell, row by row: (column header, cell value, column
 index j, row index i), as Chart2Text's `templatePreprocess.py` writes `header|value|x|type` per
@@ -215,14 +214,15 @@ class Shapes:
 
     @property
     def record_width(self) -> int:
-        from chartjax.models import record_seq2seq as model_lib  # jax: imported on use
+        from chartjax.models.data_to_text import record_seq2seq as model_lib
 
         return model_lib.HEADER_WORDS + self.max_header_words + self.max_value_words
 
 
 def pack(records: Sequence[Record], vocab: WordVocab, shapes: Shapes) -> np.ndarray:
-    """`[max_records, record_width]` int32 rows in chartjax/models/record_seq2seq.py's layout."""
-    from chartjax.models import record_seq2seq as model_lib  # jax: imported on use
+    """`[max_records, record_width]` int32 rows in the layout of
+    chartjax/models/data_to_text/record_seq2seq.py."""
+    from chartjax.models.data_to_text import record_seq2seq as model_lib  # jax: imported on use
 
     out = np.zeros((shapes.max_records, shapes.record_width), np.int32)
     hw, vw = model_lib.HEADER_WORDS, model_lib.HEADER_WORDS + shapes.max_header_words
@@ -284,8 +284,8 @@ def _featurize_fn(vocab, shapes: Shapes, templating: bool, keep_host: bool):
 
 
 def ocr_phrases(ex: dict, order: str = "release") -> list[tuple[str, list[float] | None]]:
-    """Pew's OCR phrases in `order` (chartjax/tasks/chart_to_text/ocr_boxes.py), boxes as fractions of the
-    image; `ocr_data`'s phrases without boxes when the chart has no bboxes file."""
+    """Pew's OCR phrases in `order` (ocr_boxes.py), boxes as fractions of the image; `ocr_data`'s
+    phrases without boxes when the chart has no bboxes file."""
     if not ex["ocr.text"]:
         return [(p.strip(), None) for p in ex["ocr_data"].split("|") if p.strip()]
     size = ocr_boxes.image_size(ex["image"])
@@ -398,7 +398,7 @@ def make_task(
     )
 
     def loss(model, batch, *, train):
-        from chartjax.models import record_seq2seq as model_lib
+        from chartjax.models.data_to_text import record_seq2seq as model_lib
 
         return model_lib.loss(model, batch, deterministic=not train)
 

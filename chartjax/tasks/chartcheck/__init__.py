@@ -54,6 +54,9 @@ Test set 2 has two versions (tfds_builders/chartcheck/test_sets.py): the build r
 it holds, and every metrics.json of test_two carries it in `provenance.libraries`
 ("chartcheck_test_two": "paper_2023 ..." or "reannotated_2024 ...";
 chartjax/tasks/chartcheck/test_sets.py).
+
+The ChartCheck room (tasks/chartcheck/): these seq2seq rows; classifier.py (the DeBERTa and
+TAPAS rows); test_sets.py (which test set 2 a score is on).
 """
 
 from __future__ import annotations

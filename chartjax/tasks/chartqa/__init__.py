@@ -6,6 +6,9 @@ This module serves `chartjax-infer --task chartqa` (rows `{"id", "image", "quest
 ChartCheck. Scoring reads each reference row's optional `meta.source` (`human` / `augmented`,
 docs/design.md §8) for the per-source accuracies and their mean; `--compat` picks the protocol
 (`PROTOCOLS`; `spec` is pix2struct's), recorded in metrics.json's provenance.
+
+The ChartQA room (tasks/chartqa/): prompts and scorer here; task.py (fine-tuning and
+evaluation); references.py (reference rows from a build, for chartjax-score).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Reference rows (docs/design.md §8): `target` is the scored answer (the last of 
 holding `question_type` (Factoid, Conversational, Hypothetical, Fact Checking, Multi Choice) and
 `year` (the dataset's `Year` flags, "YES"/"NO" per answer item, or booleans). Source: lmms-eval
 `tasks/chartqapro/chartqapro.yaml` and `utils.py`.
+
+The ChartQAPro room (tasks/chartqapro/): prompt and scorer here; references.py (reference
+rows from a build, for chartjax-score).
 """
 
 from __future__ import annotations

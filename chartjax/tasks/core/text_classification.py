@@ -55,7 +55,7 @@ class Features:
 
 def family_of(cfg) -> str | None:
     """ "deberta" / "tapas" for a classifier model config, else None."""
-    from chartjax.models import deberta, tapas
+    from chartjax.models.post_ln import deberta, tapas
 
     if isinstance(cfg, deberta.DebertaConfig):
         return "deberta"

@@ -21,6 +21,9 @@ Evaluation splits are the components' names (held-out generated examples, or
 `chart_eval_split` of the built charts); each is scored as its objective is read: RMS/RNSS of
 the table (`chart_code`: of the table its code draws), relaxed accuracy of the answer, ANLS
 of the snippets; and exact match.
+
+The MatCha room (tasks/matcha/): the mixture here; chart_code.py (the chart -> code
+objective).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ This module serves `chartjax-score --task plotqa`. Reference rows (docs/design.m
 answer as `target` (a string, a list of alternatives, or, as the release writes answers, a
 number) and an optional `meta` object with `template` (data_retrieval, min_max, ...) and
 `question_type`, each a breakdown of the metrics.json.
+
+The PlotQA room (tasks/plotqa/): the scorer here; references.py (reference rows from a
+build, for chartjax-score).
 """
 
 from __future__ import annotations

@@ -29,7 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from chartjax.models.bert_blocks import (
+from chartjax.models.layers import attention_core, constrain
+from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.post_ln.blocks import (
     SUPPORTED_ACTIVATIONS,
     Embedding,
     FeedForward,
@@ -43,8 +45,6 @@ from chartjax.models.bert_blocks import (
     param,
     refuse,
 )
-from chartjax.models.layers import attention_core, constrain
-from chartjax.models.model_configs import check_attention_impl
 from chartjax.models.remat import check_remat_policy, checkpointed
 
 ACT = ("batch", "length", "embed")

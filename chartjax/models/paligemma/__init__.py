@@ -17,6 +17,9 @@ token t+1 predicted at t wherever token t+1 is a valid suffix token.
 The config is flat (one frozen dataclass, so gin, the saved config.gin and chartjax checkpoints
 take it as they take the other families'); `.text` and `.vision` give the decoder's and the
 encoder's own configs.
+
+The PaliGemma room (models/paligemma/): the model here; siglip.py (its image encoder) and
+gemma.py (its decoders).
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.gemma import GemmaConfig, GemmaDecoder, attention_masks
 from chartjax.models.layers import Dense
 from chartjax.models.losses import cross_entropy_with_z_loss
-from chartjax.models.siglip import SiglipConfig, SiglipEncoder
+from chartjax.models.paligemma.gemma import GemmaConfig, GemmaDecoder, attention_masks
+from chartjax.models.paligemma.siglip import SiglipConfig, SiglipEncoder
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,11 +1,10 @@
 """Barlow Twins (Zbontar et al. 2021): self-supervised pretraining of the ResNet-50 that
 Chart-to-Text's image-captioning row uses as its encoder, on the corpus's own charts.
 
-Two augmented views of every chart go through the same ResNet (chartjax/models/resnet.py,
-global average pool) and projector (Linear -> BatchNorm -> ReLU twice, then a bias-free Linear;
-8192-8192-8192 in the paper); each embedding dimension is standardised over the batch (the
-paper's affine-free BatchNorm: batch mean, biased variance) and the cross-correlation matrix
-C = z1n^T z2n / N is pushed to the identity:
+Two augmented views of every chart go through the same ResNet (resnet.py, global average pool) and
+projector (Linear -> BatchNorm -> ReLU twice, then a bias-free Linear; 8192-8192-8192 in the paper);
+each embedding dimension is standardised over the batch (the paper's affine-free BatchNorm: batch
+mean, biased variance) and the cross-correlation matrix C = z1n^T z2n / N is pushed to the identity:
 
     loss = sum_i (1 - C_ii)^2 + lambda * sum_{i != j} C_ij^2      (lambda = 5.1e-3)
 
@@ -31,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.resnet import ResNet, ResNetConfig
+from chartjax.models.captioning.resnet import ResNet, ResNetConfig
 
 P = nnx.with_partitioning
 

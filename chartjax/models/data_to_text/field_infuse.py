@@ -19,14 +19,14 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.bert_blocks import Embedding
-from chartjax.models.record_seq2seq import (
+from chartjax.models.data_to_text.record_seq2seq import (
     ROW,
     DataToTextConfig,
     RecordSeq2Seq,
     header_words,
     value_words,
 )
+from chartjax.models.post_ln.blocks import Embedding
 
 
 class FieldInfuse(RecordSeq2Seq):

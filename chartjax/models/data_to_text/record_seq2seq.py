@@ -1,4 +1,4 @@
-"""What Chart2text and Field-Infuse share (chartjax/models/chart2text.py, field_infuse.py).
+"""What Chart2text and Field-Infuse share (chart2text.py, field_infuse.py beside this file).
 
 `DataToTextConfig`, the layout of a record row of `encoder_input_tokens` (`PRESENT`, `VALUE`,
 ..., chartjax/tasks/chart_to_text/records.py packs it), `RecordSeq2Seq` (BART's stacks, the
@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models import bart
-from chartjax.models.bert_blocks import dense, key_padding_inputs
 from chartjax.models.layers import constrain
+from chartjax.models.post_ln import bart
+from chartjax.models.post_ln.blocks import dense, key_padding_inputs
 
 # Columns of one record row of `encoder_input_tokens`.
 PRESENT, VALUE, HEADER, COLUMN, ROW = 0, 1, 2, 3, 4
@@ -27,7 +27,7 @@ ACT = ("batch", "length", "embed")
 
 @dataclasses.dataclass(frozen=True)
 class DataToTextConfig:
-    """Chart2text and Field-Infuse (chartjax/models/field_infuse.py) share this config.
+    """Chart2text and Field-Infuse (chart2text.py, field_infuse.py) share this config.
 
     kind: "chart2text" | "field_infuse". `cs_weight` scales the content-selection loss (0: no
     head is trained; Field-Infuse has none). `max_index` bounds the column / row ids.

@@ -7,13 +7,13 @@ applies `layernorm_embedding`, then post-LN layers: `LN(x + self_attn(x))`,
 (`LN(x + cross_attn(x, encoded))` in the decoder), `LN(x + fc2(act(fc1(x))))`. Attention scales
 queries by head_dim**-0.5; every projection has a bias.
 
-Batch and decoding as T5 (`t5.py`, `decoding.py`): `encoder_input_tokens [B, S]` (the padding
-mask is `!= pad_id`, and BART's pad id is 1), `decoder_input_tokens [B, T]`; `init_cache` /
+Batch and decoding as T5 (`models/t5`, `models/decoding.py`): `encoder_input_tokens [B, S]` (the
+padding mask is `!= pad_id`, and BART's pad id is 1), `decoder_input_tokens [B, T]`; `init_cache` /
 `decode_step` keep explicit K/V caches so `decoding.greedy_decode`/`beam_search`/`sample_decode`
 drive BART unchanged (start token `decoder_start_token_id`, 2 for BART; stop at `eos_id`).
 `forced_bos_token_id` / `forced_eos_token_id` are applied inside `decode_step` exactly as HF's
-ForcedBOS/ForcedEOS logits processors: the first generated token is forced to BOS, the token
-at the last cache position (max_decode_len - 1) to EOS. The teacher-forced call never forces.
+ForcedBOS/ForcedEOS logits processors: the first generated token is forced to BOS, the token at the
+last cache position (max_decode_len - 1) to EOS. The teacher-forced call never forces.
 
 Packed training batches (chartjax/data/packing.py) add `encoder_segment_ids` /
 `decoder_segment_ids` (attention stays inside each example, models/segments.py) and
@@ -33,7 +33,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.bert_blocks import (
+from chartjax.models.layers import attention_inputs, constrain
+from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.post_ln.blocks import (
     SUPPORTED_ACTIVATIONS,
     Attention,
     Embedding,
@@ -44,8 +46,6 @@ from chartjax.models.bert_blocks import (
     key_padding_inputs,
     refuse,
 )
-from chartjax.models.layers import attention_inputs, constrain
-from chartjax.models.model_configs import check_attention_impl
 from chartjax.models.remat import check_remat_policy, checkpointed
 from chartjax.models.segments import same_segment
 

@@ -12,6 +12,9 @@ baselines keep Glorot convs and zero biases. With LeCun-normal g/f layers and ze
 stayed at chance on an easy corpus (issue 15: the former figureqa_sanity bench; its independent
 minimal RN is now the test oracle tests/models/mini_rn.py).
 `RNConfig` and `build` are registered with gin in `chartjax.models.configurables`.
+
+The room (models/relation_network/): these three baselines; vgg16.py, the CNN+LSTM on frozen
+VGG-16 features, built from their question encoder and head.
 """
 
 from __future__ import annotations

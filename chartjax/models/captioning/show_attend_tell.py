@@ -2,8 +2,8 @@
 row (Kantharaj et al. 2022, §4.1: a ResNet-50 encoder pretrained on the corpus's charts with
 Barlow Twins, a unidirectional LSTM decoder).
 
-Encoder: the last convolutional map of a ResNet (chartjax/models/resnet.py; 2048 x h x w for
-ResNet-50), flattened to N = h * w annotation vectors a_i. Decoder, one step t (Xu et al. §3.1.2,
+Encoder: the last convolutional map of a ResNet (resnet.py; 2048 x h x w for ResNet-50),
+flattened to N = h * w annotation vectors a_i. Decoder, one step t (Xu et al. §3.1.2,
 eqs. 1-7):
     e_ti = w^T tanh(W_a a_i + W_h h_{t-1})      alpha_t = softmax over the real cells
     z_t  = sigmoid(f_beta(h_{t-1})) * sum_i alpha_ti a_i            (the "gating scalar" beta,
@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.resnet import ResNet, ResNetConfig
+from chartjax.models.captioning.resnet import ResNet, ResNetConfig
 
 P = nnx.with_partitioning
 NEG = -1.0e9

@@ -7,7 +7,8 @@ patch projection: the image `[B, H, W, C]` (NHWC, values in [-1, 1]) cut into ro
 `[p*p*C, width]` kernel plus bias (the same products and sums as the convolution; the HF
 `[width, C, p, p]` weight is that kernel transposed, interop/hf_paligemma.py). A learned position
 embedding per patch. Pre-LN layers (torch LayerNorm, biased attention with 1/sqrt(head_dim),
-GELU-tanh MLP; bert_blocks' pieces), then `post_norm`. No pooling head: every patch token is kept.
+GELU-tanh MLP; post_ln/blocks.py's pieces), then `post_norm`. No pooling head: every patch token is
+kept.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.bert_blocks import Attention, FeedForward, LayerNorm
 from chartjax.models.layers import Dense, Embed, constrain
 from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.post_ln.blocks import Attention, FeedForward, LayerNorm
 from chartjax.models.remat import check_remat_policy, checkpointed
 
 ACT = ("batch", "length", "embed")

@@ -29,9 +29,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.bert_blocks import param
 from chartjax.models.layers import Dense, Embed, MlpBlock, attention_core, constrain, mask_to_bias
 from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.post_ln.blocks import param
 from chartjax.models.remat import check_remat_policy, checkpointed
 
 ACT = ("batch", "length", "embed")

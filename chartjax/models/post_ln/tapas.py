@@ -7,7 +7,7 @@ residual, dense -> act -> dense -> LN with residual); tanh pooler on the first t
 classifier. With `reset_position_index_per_cell`, the position of a token is its offset from the
 first token of its (column, row) cell, capped at `max_position_embeddings - 1`.
 
-The post-LN building blocks it shares with DeBERTa and BART are in `bert_blocks.py`.
+The post-LN building blocks it shares with DeBERTa and BART are in `blocks.py`.
 
 Numerics: fp32 parameters; matmuls in `dtype` (bf16 allowed); LayerNorm, softmax and the
 classifier logits in fp32. Batch: `input_ids [B, S]`, `token_type_ids [B, S, len(type_vocab_sizes)]`
@@ -22,7 +22,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.bert_blocks import (
+from chartjax.models.layers import constrain
+from chartjax.models.model_configs import check_attention_impl
+from chartjax.models.post_ln.blocks import (
     SUPPORTED_ACTIVATIONS,
     Embedding,
     EncoderLayer,
@@ -34,8 +36,6 @@ from chartjax.models.bert_blocks import (
     num_labels_from_hf,
     refuse,
 )
-from chartjax.models.layers import constrain
-from chartjax.models.model_configs import check_attention_impl
 from chartjax.models.remat import check_remat_policy, checkpointed
 
 ACT = ("batch", "length", "embed")

@@ -4,16 +4,17 @@ Structure and names follow flaxformer's T5 (T5X checkpoint names, docs/models.md
 pre-LN layers, one relative-position table per stack (bidirectional in the encoder, causal in the
 decoder), a shared `token_embedder`, untied `logits_dense` unless `logits_via_embedding`.
 
-With `T5Config.box_embedding` the encoder also reads `encoder_input_boxes [B, S, 4]` (one OCR
-box per input token, [0, 1] coordinates, zeros where a token has none; chartjax/tasks/chart_to_text/ocr_boxes.py)
-through a bias-free linear layer `box_embedding` whose output is added to the token embeddings,
-as the Chart-to-Text paper's OCR-T5 with boxes ("feed the bounding box coordinates ... into a
-linear layer to produce positional embeddings, added to the corresponding embeddings of the OCR
-tokens", after Tan & Bansal 2019). Its kernel starts at zero, so a pretrained T5 computes exactly
-what it did before fine-tuning; the kernel still learns from the first step (its gradient is the
-boxes times the embeddings' gradient). No bias: the zero box of a token without one (prefix,
-title, separators, padding) then adds nothing at any weights. Whether the paper's layer had a
-bias, and its initialization, are [unverified] (its Appendix A.3 is not in the seed).
+With `T5Config.box_embedding` the encoder also reads `encoder_input_boxes [B, S, 4]` (one OCR box
+per input token, [0, 1] coordinates, zeros where a token has none;
+chartjax/tasks/chart_to_text/ocr_boxes.py) through a bias-free linear layer `box_embedding` whose
+output is added to the token embeddings, as the Chart-to-Text paper's OCR-T5 with boxes ("feed the
+bounding box coordinates ... into a linear layer to produce positional embeddings, added to the
+corresponding embeddings of the OCR tokens", after Tan & Bansal 2019). Its kernel starts at zero, so
+a pretrained T5 computes exactly what it did before fine-tuning; the kernel still learns from the
+first step (its gradient is the boxes times the embeddings' gradient). No bias: the zero box of a
+token without one (prefix, title, separators, padding) then adds nothing at any weights. Whether the
+paper's layer had a bias, and its initialization, are [unverified] (its Appendix A.3 is not in the
+seed).
 
 Decoding uses explicit caches (a pytree of arrays) so the loops in `decoding.py` are pure
 `lax.while_loop`s: `init_cache` projects the encoder keys/values once per layer and allocates the
@@ -22,6 +23,10 @@ self-attention caches; `decode_step` runs one token.
 Packed training batches (several examples per row, chartjax/data/packing.py) add
 `encoder_segment_ids` / `decoder_segment_ids`; attention stays inside each example and the
 relative-position bias needs no positions (models/segments.py says why).
+
+The T5 room (models/t5/): T5 here; pix2struct.py, Pix2Struct (MatCha, DePlot), an image
+encoder before this decoder. Their configs are models/model_configs.py's, their blocks
+models/layers.py's.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Chart2text (Obeid & Hoque 2020), the data-to-text transformer of Chart-to-Text's Table 4.
 
-A chart's data records (column header, cell value, column index; chartjax/tasks/
-chart_to_text_records.py builds them) are embedded, one vector per record, and read by a
-transformer encoder; an auxiliary binary head on every encoded record predicts whether the
-summary mentions it (the content-selection loss, lambda_cs in the authors' `train.py`); a
-transformer decoder writes the (templated) summary. Pew's OCR variant concatenates an embedding
-of each OCR phrase's box to its record vector (`use_boxes`), as the paper says.
+A chart's data records (column header, cell value, column index; chartjax/tasks/chart_to_text/
+records.py builds them) are embedded, one vector per record, and read by a transformer encoder; an
+auxiliary binary head on every encoded record predicts whether the summary mentions it (the
+content-selection loss, lambda_cs in the authors' `train.py`); a transformer decoder writes the
+(templated) summary. Pew's OCR variant concatenates an embedding of each OCR phrase's box to its
+record vector (`use_boxes`), as the paper says.
 
 Record vector (our reading of "embedded into feature vectors"; Gong et al. 2019's records sum
 or concatenate field embeddings, which one the Chart-to-Text runs used is [unverified]):
@@ -13,17 +13,18 @@ or concatenate field embeddings, which one the Chart-to-Text runs used is [unver
 the sequence (the authors' `--encoder_positional_emb True`; they use sinusoids, we reuse BART's
 learned table [substitution: the stack we reuse has learned positions]).
 
-The encoder and decoder layers are BART's (chartjax/models/bart.py, post-LN, biases, scaled
-queries), sharing one token table between the record words, the decoder inputs and the tied
+The encoder and decoder layers are BART's (chartjax/models/post_ln/bart.py, post-LN, biases,
+scaled queries), sharing one token table between the record words, the decoder inputs and the tied
 output projection (`--share_inout_emb True`; the authors keep separate source/target tables,
 `--share_srctgt_emb False`, [substitution: one vocabulary of words for both]). Decoding is
 `decoding.greedy_decode` / `beam_search` over `init_cache` / `decode_step`, unchanged.
 
 Batch (`encoder_input_tokens [B, R, RECORD_WIDTH]` int32, one row per record, in the layout of
-chartjax/models/record_seq2seq.py: PRESENT, VALUE, ...; padding rows have `present == 0`), `decoder_input_tokens [B, T]`,
-`decoder_target_tokens [B, T]`, `cs_labels [B, R]` (training only). Token ids: pad 0, EOS 1,
-decoder start 0 (T5's conventions: `losses.seq2seq_loss` and `decoding` read them from `cfg`).
-Boxes are stored as integers in [0, BOX_SCALE] (fractions of the image's width / height).
+record_seq2seq.py: PRESENT, VALUE, ...; padding rows have `present == 0`),
+`decoder_input_tokens [B, T]`, `decoder_target_tokens [B, T]`, `cs_labels [B, R]` (training
+only). Token ids: pad 0, EOS 1, decoder start 0 (T5's conventions: `losses.seq2seq_loss` and
+`decoding` read them from `cfg`). Boxes are stored as integers in [0, BOX_SCALE] (fractions of
+the image's width / height).
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from chartjax.models.bert_blocks import Embedding
-from chartjax.models.record_seq2seq import (
+from chartjax.models.data_to_text.record_seq2seq import (
     COLUMN,
     HEADER,
     VALUE,
     DataToTextConfig,
     RecordSeq2Seq,
 )
+from chartjax.models.post_ln.blocks import Embedding
 
 
 class Chart2Text(RecordSeq2Seq):
@@ -63,7 +64,7 @@ def build(config: DataToTextConfig, rngs: nnx.Rngs | int = 0) -> nnx.Module:
     if isinstance(rngs, int):
         rngs = nnx.Rngs(params=rngs, dropout=rngs + 1)
     if config.kind == "field_infuse":
-        from chartjax.models.field_infuse import FieldInfuse
+        from chartjax.models.data_to_text.field_infuse import FieldInfuse
 
         return FieldInfuse(config, rngs=rngs)
     return Chart2Text(config, rngs=rngs)
