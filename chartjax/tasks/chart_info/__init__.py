@@ -30,7 +30,8 @@ from collections.abc import Sequence
 
 import gin
 
-from chartjax.data import sources, tables
+from chartjax.data import sources
+from chartjax.data import tables as data_tables  # `tables` is this room's tables.py
 from chartjax.tasks.chart_info import tables as chart_info_tables
 from chartjax.tasks.core import report_views, seq2seq
 from chartjax.tasks.core.task import FileScorer, ScoreInputs, Task, describe
@@ -127,7 +128,7 @@ def table_series(text: str, chart_type: str, box_layout: str = "dict") -> list[d
     derivation): one series per value column named by its header (a one-column scatter: name
     ""), points (row label, cell) for non-empty cells; box plots one box per row, as a 2019
     dict series named by the row (`box_layout="dict"`) or a PMC list item with `x`."""
-    table = tables.parse(text)
+    table = data_tables.parse(text)
     rows = [r for r in table.rows if r]
     if "box" in chart_type:
         boxes = []
@@ -319,7 +320,7 @@ def make_task(
     eval_splits: Sequence[str] = ("train[95%:]",),
     compat: str = "spec",
     classes: Sequence[str] | None = None,
-    prompt: str = tables.DEPLOT_PROMPT,
+    prompt: str = data_tables.DEPLOT_PROMPT,
     shuffle_buffer: int = 10_000,
     features: seq2seq.Features | None = None,
     decoding: seq2seq.Decoding | None = None,
