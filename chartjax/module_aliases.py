@@ -5,7 +5,8 @@ model family (docs/design.md §2). Gin files, the `config.gin` an earlier run sa
 chartjax.tasks.chartqa_task`) and pickles name modules by their old paths, so each old name in
 `MOVED` stays importable: `import chartjax.tasks.chartqa_task` and `from
 chartjax.tasks.chartqa_task import make_task` give the module `chartjax.tasks.chartqa.task`
-itself (the same object, registered in `sys.modules` under both names; nothing is copied).
+itself (the same object, registered in `sys.modules` under both names; nothing is copied), and
+`python -m chartjax.tasks.chart_info_text` runs `chartjax.tasks.chart_info.text`.
 
 A room whose front module kept its name became that module's package (`chartjax.tasks.chartcheck`
 is `tasks/chartcheck/__init__.py`), so only the modules that changed name are listed. The gin
@@ -16,7 +17,7 @@ a saved config.gin that qualifies a name by module still binds it.
 `install()` (run by `chartjax/tasks/__init__.py` and `chartjax/models/__init__.py`, so before any
 module below them is looked up) puts one finder at the front of `sys.meta_path`. It imports
 nothing until an old name is asked for. New code uses the new names (tests/test_module_aliases.py
-checks that none of chartjax, tools, tests or gin_configs uses an old one).
+checks that none of chartjax, tools, tests, gin_configs or tfds_builders uses an old one).
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        # origin: the new module's file (`python -m <old name>` names it in sys.argv[0])
+        origin = importlib.util.find_spec(MOVED[fullname]).origin
+        return importlib.util.spec_from_loader(fullname, self, origin=origin)
 
     def create_module(self, spec):
         module = importlib.import_module(MOVED[spec.name])
@@ -88,6 +91,11 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # The import system has just given the module the old name's spec; it keeps its own
         # (importlib.reload, pickle and tracebacks read __spec__ and __name__: the new name).
         module.__spec__ = self._specs.pop(module.__spec__.name)
+
+    def get_code(self, fullname):
+        """`python -m <old name>` (runpy) runs the new module's code as __main__."""
+        new = MOVED[fullname]
+        return importlib.util.find_spec(new).loader.get_code(new)
 
 
 _FINDER = _Alias()

@@ -76,6 +76,18 @@ def test_a_fresh_process_imports_old_names_and_gin_binds_them():
     assert run.stdout.strip().endswith("OK")
 
 
+def test_python_dash_m_runs_a_module_by_its_old_name():
+    run = subprocess.run(
+        [sys.executable, "-m", "chartjax.tasks.chart_info_text", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "--predictions" in run.stdout
+
+
 def test_pickles_that_name_an_old_module_load():
     old = "chartjax.tasks.seq2seq"
     loaded = pickle.loads(f"c{old}\nDecoding\n.".encode())
