@@ -245,7 +245,7 @@ def _row(spec, ex, prediction, extra: dict) -> dict:
     """chartjax-infer's row (chartjax/inference/engine.py make_row), with DePlot's parsed `table` but no
     files."""
     from chartjax.data import tables
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
 
     row = {"id": ex.id, "prediction": prediction, "input": ex.prompt[: seq2seq.INPUT_CHARS]}
     row.update(extra)

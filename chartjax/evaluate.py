@@ -39,7 +39,7 @@ from chartjax.config_checks import ConfigError
 from chartjax.data import pipeline, sources
 from chartjax.metrics import html_report, prediction_files, report
 from chartjax.tasks import catalog
-from chartjax.tasks.task import Task
+from chartjax.tasks.core.task import Task
 
 # A split may be a TFDS slice (`train[95%:]`, `validation1[:10%]`): its folder under eval/
 # keeps only characters that need no quoting in a shell and no escaping in a file:// link.

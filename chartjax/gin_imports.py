@@ -6,4 +6,5 @@ Only chartjax/config.py (the gin edge of the command-line tools) imports this mo
 from chartjax import evaluate, mesh, optim, train  # noqa: F401
 from chartjax.interop import configurables as interop_configurables  # noqa: F401
 from chartjax.models import configurables  # noqa: F401
-from chartjax.tasks import catalog, seq2seq  # noqa: F401
+from chartjax.tasks import catalog  # noqa: F401
+from chartjax.tasks.core import seq2seq  # noqa: F401

@@ -35,7 +35,7 @@ from chartjax.data import pipeline, sources
 from chartjax.models import flops, lora
 from chartjax.run_log import RunLog
 from chartjax.tasks import catalog
-from chartjax.tasks.task import Task
+from chartjax.tasks.core.task import Task
 
 
 def make_train_step(

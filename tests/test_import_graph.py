@@ -40,7 +40,7 @@ LAYERS = (
         "chartjax.version chartjax.file_modes chartjax.sharding chartjax.mesh chartjax.quiet "
         "chartjax.host_memory chartjax.output_place chartjax.workdir_lock chartjax.config_checks "
         "chartjax.checkpoint chartjax.optim chartjax.recipe chartjax.plots chartjax.profiling "
-        "chartjax.report_figures",
+        "chartjax.report_figures chartjax.module_aliases",
     ),
     ("data", "chartjax.data"),
     ("metrics", "chartjax.metrics"),

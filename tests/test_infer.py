@@ -25,8 +25,8 @@ from chartjax.data.vocab import Vocabulary
 from chartjax.inference import engine as infer
 from chartjax.inference import output as infer_output
 from chartjax.models import decoding, tiny
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
+from chartjax.models.t5 import pix2struct as p2s_lib
 from chartjax.tasks import catalog, deplot
 from chartjax.tasks.chartcheck import FLAN_CLASS
 from chartjax.tasks.chartcheck import MATCHA_CLASS as CHARTCHECK_PROMPT

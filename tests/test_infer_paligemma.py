@@ -2,7 +2,7 @@
 HF transformers' `generate` on the tiny folders transformers saves with its processor
 (chartjax/testing/tiny_paligemma.py): the same greedy texts (both families, four prompts each,
 the rows of a batch padded on the left); a chartjax-written export predicts the same; the
-settings map to the decoding chartjax/models/paligemma_decoding.py runs (whose beam search and
+settings map to the decoding chartjax/models/paligemma/decoding.py runs (whose beam search and
 sampling tests/models/test_paligemma_generate.py holds to HF's), and what does not apply is
 refused."""
 

@@ -26,8 +26,8 @@ import pytest
 
 from chartjax.inference import output as infer_output
 from chartjax.interop import hf
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import tiny
+from chartjax.models.t5 import pix2struct as p2s_lib
 from chartjax.tools import infer as infer_cli
 from tests.test_infer import COMMON, VOCAB_SIZE, _image, fail_infer, run_infer
 

@@ -12,7 +12,7 @@ from chartjax import train as train_lib
 from chartjax.data import pipeline
 from chartjax.interop import t5x
 from chartjax.models import losses, t5, tiny
-from chartjax.tasks import seq2seq_synthetic
+from chartjax.tasks.smoke import seq2seq_synthetic
 
 # One layer each way, here and in the checkpoints below: tracing and compiling are most of a
 # tiny run's time.

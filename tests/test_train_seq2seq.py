@@ -12,8 +12,9 @@ packed rows), and every preset on one model in tests/test_train_sharding.py."""
 import jax
 import pytest
 
-from chartjax.models import pix2struct, t5, tiny
-from chartjax.tasks import seq2seq_synthetic
+from chartjax.models import t5, tiny
+from chartjax.models.t5 import pix2struct
+from chartjax.tasks.smoke import seq2seq_synthetic
 from tests.step_equivalence import PRESETS, assert_same, run_steps, sharded_leaves
 
 ONE = {"num_encoder_layers": 1, "num_decoder_layers": 1}

@@ -6,7 +6,7 @@ import pytest
 
 from chartjax import mesh as mesh_lib
 from chartjax.models import relation_network as rn
-from chartjax.tasks import synthetic
+from chartjax.tasks.smoke import synthetic
 from tests.step_equivalence import PRESETS, assert_same, run_steps, sharded_leaves
 
 CFG = rn.RNConfig(

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from chartjax.data import sources
-from chartjax.models import bart, deberta, losses, tapas
-from chartjax.tasks import text_classification
-from chartjax.tasks.task import Task
+from chartjax.models import losses
+from chartjax.models.post_ln import bart, deberta, tapas
+from chartjax.tasks.core import text_classification
+from chartjax.tasks.core.task import Task
 from chartjax.testing import tiny_hf
 from tests.step_equivalence import assert_same, run_steps, sharded_leaves
 

@@ -120,7 +120,8 @@ def test_more_pieces_than_rows_is_refused_and_the_binding_allows_padding(
 
 def test_infer_refuses_a_vocabulary_that_is_not_the_checkpoints(small_vocab, tmp_path, capsys):
     from chartjax.interop import chartjax_ckpt
-    from chartjax.models import pix2struct, tiny
+    from chartjax.models import tiny
+    from chartjax.models.t5 import pix2struct
 
     vocab, pieces = small_vocab
     ckpt = tmp_path / "ckpt"

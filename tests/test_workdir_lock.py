@@ -223,7 +223,8 @@ def test_lora_after_a_recipe_whose_model_takes_none_is_refused(tmp_path, capsys)
     assert _train(run, "train.num_train_steps=2", flags=["--gin_file=peft/lora.gin"]) == 2
     assert capsys.readouterr().err == (
         "chartjax-train: error: build_model.lora (peft/lora.gin): this recipe builds its model "
-        "with chartjax.models.relation_network.build, which takes no LoRA adapters (all its parameters would train); LoRA is for "
+        "with chartjax.models.relation_network.build, which takes no LoRA adapters (all "
+        "its parameters would train); LoRA is for "
         "the chartjax families built by build_model\n"
     )
     assert not run.exists()

@@ -5,8 +5,9 @@
 
 Inputs (exactly one): `--images` files and/or folders; `--inputs` a JSONL file of rows
 `{"id", "image"?, <fields>}`; `--tfds NAME[/CONFIG]:SPLIT` (with `--data_dir`). Prompts: each task's own
-(chartjax/tasks/catalog.py). Preprocessing is the training pipeline's own (chartjax/tasks/seq2seq.py:
-header rendering, Pix2Struct patches, SentencePiece), so a model sees what it was trained on.
+(chartjax/tasks/catalog.py). Preprocessing is the training pipeline's own
+(chartjax/tasks/core/seq2seq.py: header rendering, Pix2Struct patches, SentencePiece), so a model
+sees what it was trained on.
 
 Outputs in `--out`:
   predictions.jsonl  one row per example: {"id", "prediction", "input" (prompt, shortened),

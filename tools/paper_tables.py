@@ -45,8 +45,8 @@ import sys
 from chartjax import recipe as recipe_lib
 from chartjax.metrics.classification import wilson_interval
 from chartjax.recipe import recipe_name
-from chartjax.tasks.chartcheck_test_sets import PAPER as PAPER_TEST_TWO
-from chartjax.tasks.chartcheck_test_sets import TEST_TWO_KEY, is_papers
+from chartjax.tasks.chartcheck.test_sets import PAPER as PAPER_TEST_TWO
+from chartjax.tasks.chartcheck.test_sets import TEST_TWO_KEY, is_papers
 
 NUMBERS_FILE = "paper_numbers.json"
 STEP_DIR = re.compile(r"^step_(\d+)$")

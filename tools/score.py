@@ -34,8 +34,9 @@ from chartjax import output_place, quiet
 from chartjax.metrics import html_report, prediction_files, report
 from chartjax.metrics.prediction_files import IdRows, PredictionFileError, located
 from chartjax.metrics.scores import Scores
-from chartjax.tasks import catalog, report_views
-from chartjax.tasks.task import ScoreInputs
+from chartjax.tasks import catalog
+from chartjax.tasks.core import report_views
+from chartjax.tasks.core.task import ScoreInputs
 
 TASKS = tuple(catalog.SCORERS)
 

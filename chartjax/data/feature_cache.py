@@ -6,7 +6,7 @@ from training every step. `featurize` collects a split's padded eval batches (th
 preprocessing) into arrays once; `cached_features` keeps them under a folder named by
 `cache_key`; `replay_task` wraps a task so that it trains on them (`IndexedSource`'s seeded,
 resumable, per-process order) and featurizes each evaluation split once. Only `replay_task`
-and `ReplaySource` know the task contract (chartjax/tasks/task.py); the rest takes plain batch
+and `ReplaySource` know the task contract (chartjax/tasks/core/task.py); the rest takes plain batch
 iterators.
 """
 

@@ -1,7 +1,7 @@
 """Any decoded chart image -> RGB, transparency composited on white (PIL).
 
 Shared by the builders (tfds_builders/common/images.py) and by training and inference inputs
-(chartjax/tasks/seq2seq.py), so a chart looks the same wherever it enters.
+(chartjax/tasks/core/seq2seq.py), so a chart looks the same wherever it enters.
 """
 
 from __future__ import annotations

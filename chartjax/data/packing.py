@@ -1,7 +1,7 @@
 """Sequence packing of seq2seq training examples: several examples per row (as seqio's
 `trim_and_pack`), so a batch of short examples is not mostly padding.
 
-Input: featurized examples as the seq2seq tasks make them (chartjax/tasks/seq2seq.py), each
+Input: featurized examples as the seq2seq tasks make them (chartjax/tasks/core/seq2seq.py), each
 already trimmed to the task's fixed lengths and padded at the end: `encoder_input_tokens`
 (`[S]` token ids, or Pix2Struct's `[P, 2 + patch_dim]` patches whose padding has row id 0),
 optionally `encoder_input_boxes [S, 4]`, `decoder_target_tokens [T]` and `decoder_input_tokens

@@ -5,12 +5,12 @@ job.py), `chartjax.load` (chartjax/api.py) and, through the same decoding step
     engine = Engine.from_checkpoint("runs/my_run", settings=Settings(max_decode_len=512))
     results = engine.predict(examples)  # [(prediction, extra row fields)] per example
 
-The task (an InferenceSpec, chartjax/tasks/catalog.py) decides the modality and prompt, any
-extra outputs, and whether the model writes text or labels. Examples are featurized with the
-training pipeline's own functions (chartjax/tasks/seq2seq.py: header rendering, Pix2Struct
-patches, SentencePiece or BART's BPE; chartjax/tasks/text_classification.py: the DeBERTa / TAPAS
-tokenizers), so a model sees what it was trained on, and batched with a `_mask` on padding rows
-so its step compiles once. A batch is split over every device of a data-parallel mesh
+The task (an InferenceSpec, chartjax/tasks/catalog.py) decides the modality and prompt, any extra
+outputs, and whether the model writes text or labels. Examples are featurized with the training
+pipeline's own functions (chartjax/tasks/core/seq2seq.py: header rendering, Pix2Struct patches,
+SentencePiece or BART's BPE; chartjax/tasks/core/text_classification.py: the DeBERTa / TAPAS
+tokenizers), so a model sees what it was trained on, and batched with a `_mask` on padding rows so
+its step compiles once. A batch is split over every device of a data-parallel mesh
 (chartjax/mesh.py, `pipeline.to_global`, as evaluation does).
 
 Four kinds of model: decoders (Pix2Struct, T5, BART) write text, KV-cached greedy or beam
@@ -40,7 +40,7 @@ from chartjax.inference.features import (
 )
 from chartjax.inference.inputs import Example, InputError
 from chartjax.inference.settings import Settings, checkpoint_settings, resolve
-from chartjax.tasks.task import InferenceSpec
+from chartjax.tasks.core.task import InferenceSpec
 
 # ------------------------------------------------------------------------ model -------------
 
@@ -51,7 +51,7 @@ def model_kind(cfg) -> str:
     from chartjax.models.model_configs import Pix2StructConfig
     from chartjax.models.paligemma import PaliGemmaConfig
     from chartjax.models.relation_network import RNConfig
-    from chartjax.tasks import text_classification
+    from chartjax.tasks.core import text_classification
 
     if isinstance(cfg, Pix2StructConfig):
         return "image"
@@ -103,11 +103,11 @@ def _forward(forward: tuple, model, batch):
     the best beam), a classifier's fp32 logits `[B, num_labels]`, or those of a model that
     reads a task's own features (`logits`: the batch but `_mask` and `_cut`)."""
     if forward[0] == "logits":
-        from chartjax.tasks import classification
+        from chartjax.tasks.core import classification
 
         return classification.logits(model, {k: v for k, v in batch.items() if k[0] != "_"})
     if forward[0] == "decode":
-        from chartjax.tasks import seq2seq
+        from chartjax.tasks.core import seq2seq
 
         _, max_decode_len, beam_size, alpha = forward
         predict = seq2seq.make_predict(
@@ -115,7 +115,7 @@ def _forward(forward: tuple, model, batch):
         )
         return predict(model, {"encoder_input_tokens": batch["encoder_input_tokens"]})
     from chartjax.data import classifier_inputs
-    from chartjax.tasks import text_classification
+    from chartjax.tasks.core import text_classification
 
     return text_classification.predict(
         model, {k: batch[k] for k in classifier_inputs.FEATURES if k in batch}
@@ -169,7 +169,7 @@ def make_row(
     used: set[str],
     extra: dict | None = None,
 ) -> dict:
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
 
     row = {"id": ex.id, "prediction": prediction, "input": ex.prompt[: seq2seq.INPUT_CHARS]}
     row.update(extra or {})

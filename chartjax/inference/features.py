@@ -1,7 +1,7 @@
 """Examples -> model features, and model outputs -> predictions: one `Featurizer` per kind of
-model (decoders: chartjax/tasks/seq2seq.py's header rendering, Pix2Struct patches and
+model (decoders: chartjax/tasks/core/seq2seq.py's header rendering, Pix2Struct patches and
 SentencePiece / BART BPE, so a model sees what it was trained on; encoder classifiers: the
-DeBERTa / TAPAS tokenizers of chartjax/tasks/text_classification.py; yes/no models of a task's
+DeBERTa / TAPAS tokenizers of chartjax/tasks/core/text_classification.py; yes/no models of a task's
 own features: the task's eval preprocessing, `InferenceSpec.features`; PaliGemma:
 chartjax/inference/paligemma_features.py)."""
 
@@ -15,7 +15,7 @@ import numpy as np
 from chartjax.inference import inputs as inputs_lib
 from chartjax.inference.inputs import Example, InputError
 from chartjax.inference.settings import Resolved
-from chartjax.tasks.task import InferenceSpec
+from chartjax.tasks.core.task import InferenceSpec
 
 
 class BadExample(InputError):
@@ -61,7 +61,7 @@ def refuse_sampling(s: Resolved, family: str) -> None:
 
 def featurize(ex: Example, features, vocab) -> tuple[np.ndarray, bool]:
     """Model input of one example (+ whether a text input was truncated)."""
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
 
     if features.modality == "text":
         n = len(vocab.encode(ex.prompt, add_eos=True))
@@ -112,7 +112,7 @@ def decoder_featurizer(
     `vocabulary_check.allow_unused_ids = True` (its config.gin)."""
     from chartjax import config
     from chartjax.data import vocab as vocab_lib
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
 
     refuse_sampling(s, type(cfg).__name__)
     vocab = vocab_lib.open_vocabulary(vocab_path)
@@ -150,7 +150,7 @@ def decoder_featurizer(
 
 def classifier_featurizer(cfg, tokenizer_path: str, labels, max_input_len: int) -> Featurizer:
     from chartjax.data import classifier_inputs
-    from chartjax.tasks import text_classification
+    from chartjax.tasks.core import text_classification
 
     family = text_classification.family_of(cfg)
     try:

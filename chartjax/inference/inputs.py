@@ -30,7 +30,7 @@ from chartjax.inference.prompts import (  # noqa: F401 (re-exported: the engine 
     with_derived,
 )
 from chartjax.metrics import prediction_files
-from chartjax.tasks.task import InferenceSpec
+from chartjax.tasks.core.task import InferenceSpec
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 

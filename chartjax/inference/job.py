@@ -28,7 +28,7 @@ from chartjax.inference.engine import Engine, make_row
 from chartjax.inference.features import BadExample, featurized_slots
 from chartjax.inference.inputs import InputError
 from chartjax.inference.settings import Inputs, Job, Prompt
-from chartjax.tasks.task import InferenceSpec
+from chartjax.tasks.core.task import InferenceSpec
 
 # What decides a row, as infer_progress.json records it: a resumed run must have the same
 # (batch size, skip_bad, flush_every do not change a row; an input that stopped a run may be

@@ -117,7 +117,7 @@ def featurizer(cfg, tokenizer_path: str, s: Resolved, processor_dir: str | None 
         return [(proc.decode(row[: _until_eos(row, cfg.eos_id)]), {}) for row in tokens[: len(exs)]]
 
     def run(model, batch):
-        from chartjax.models import paligemma_decoding
+        from chartjax.models.paligemma import decoding as paligemma_decoding
 
         return paligemma_decoding.generate(
             model,

@@ -9,7 +9,7 @@ import json
 import string
 
 from chartjax.data import tables
-from chartjax.tasks.task import InferenceSpec
+from chartjax.tasks.core.task import InferenceSpec
 
 
 class InputError(ValueError):

@@ -35,10 +35,11 @@ RUN_CONFIG = "config.gin"
 
 
 def _families():
-    from chartjax.models import bart, deberta, paligemma, tapas
-    from chartjax.models import pix2struct as p2s_lib
+    from chartjax.models import paligemma
     from chartjax.models import relation_network as rn
     from chartjax.models import t5 as t5_lib
+    from chartjax.models.post_ln import bart, deberta, tapas
+    from chartjax.models.t5 import pix2struct as p2s_lib
 
     return {
         "pix2struct": (Pix2StructConfig, p2s_lib.build),

@@ -24,9 +24,9 @@ from flax import nnx
 
 from chartjax import file_modes
 from chartjax.interop import hf_files
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
+from chartjax.models.t5 import pix2struct as p2s_lib
 
 Path = tuple[str | int, ...]
 
@@ -37,7 +37,7 @@ _P2S_ATTN = {"query": "query", "key": "key", "value": "value", "out": "output"}
 
 
 # chartjax-only T5 parameters: HF's T5 has no input for them. `box_embedding` (the OCR boxes'
-# layer, models/t5.py) loads as its zero init from an HF checkpoint, with a warning, and a model
+# layer, models/t5/__init__.py) loads as its zero init from an HF checkpoint, with a warning, and a model
 # that has it is refused by `save`: HF T5 would silently drop the boxes.
 T5_ONLY = ("box_embedding",)
 
@@ -247,7 +247,8 @@ def _family(model_type: str):
 
 
 def _family_of_model(model) -> str | None:
-    from chartjax.models import bart, deberta, paligemma, tapas
+    from chartjax.models import paligemma
+    from chartjax.models.post_ln import bart, deberta, tapas
 
     for mt, cls in (
         ("deberta-v2", deberta.DebertaForSequenceClassification),

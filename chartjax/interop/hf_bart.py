@@ -24,7 +24,7 @@ from chartjax.interop.hf_name_map import (
     to_state_dict,
     write_dir,
 )
-from chartjax.models import bart as bart_lib
+from chartjax.models.post_ln import bart as bart_lib
 
 _SHARED = "model.shared.weight"
 ALIASES = {

@@ -22,7 +22,7 @@ from chartjax.interop.hf_name_map import (
     to_state_dict,
     write_dir,
 )
-from chartjax.models import deberta as deberta_lib
+from chartjax.models.post_ln import deberta as deberta_lib
 
 _ATTN = {
     "query_proj": "attention.self.query_proj",

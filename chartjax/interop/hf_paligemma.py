@@ -36,7 +36,7 @@ from chartjax.interop.hf_name_map import (
     write_dir,
 )
 from chartjax.models import paligemma as pg
-from chartjax.models.gemma import FULL, SLIDING
+from chartjax.models.paligemma.gemma import FULL, SLIDING
 
 _RENAMES = (
     (r"^model\.language_model\.", "language_model.model."),

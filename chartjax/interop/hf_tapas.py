@@ -20,7 +20,7 @@ from chartjax.interop.hf_name_map import (
     to_state_dict,
     write_dir,
 )
-from chartjax.models import tapas as tapas_lib
+from chartjax.models.post_ln import tapas as tapas_lib
 
 # --------------------------------------------------------------------------- TAPAS
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from chartjax.models.bart import BartConfig
-from chartjax.models.deberta import DebertaConfig
 from chartjax.models.lora import LoraConfig
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
 from chartjax.models.paligemma import PaliGemmaConfig
+from chartjax.models.post_ln.bart import BartConfig
+from chartjax.models.post_ln.deberta import DebertaConfig
+from chartjax.models.post_ln.tapas import TapasConfig
 from chartjax.models.relation_network import RNConfig
-from chartjax.models.tapas import TapasConfig
 
 CONFIGS = {
     "T5Config": T5Config,

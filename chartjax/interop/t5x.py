@@ -29,9 +29,9 @@ from collections.abc import Iterator
 import numpy as np
 from flax import nnx
 
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
 from chartjax.models.model_configs import Pix2StructConfig, T5Config
+from chartjax.models.t5 import pix2struct as p2s_lib
 
 CHECKPOINT_FILE = "checkpoint"
 T5X_VERSION = 3
@@ -199,8 +199,8 @@ def load_params(model, ckpt_dir: str, *, seed: int = 0) -> int:
     p2s = _is_pix2struct(model)
     flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
     wanted = {t5x_path(tuple(path), pix2struct=p2s): var for path, var in flat}
-    # chartjax's OCR box layer (models/t5.py) is in no released T5X checkpoint: when absent it
-    # starts at zero (its initializer, so the model computes as the checkpoint) and says so.
+    # chartjax's OCR box layer (chartjax/models/t5/) is in no released T5X checkpoint: when absent
+    # it starts at zero (its initializer, so the model computes as the checkpoint) and says so.
     for k in [k for k in wanted if k[0] == "box_embedding" and k not in stored]:
         var = wanted.pop(k)
         var.set_value(jnp.zeros(var.shape, jnp.float32))

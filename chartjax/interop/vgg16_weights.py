@@ -1,5 +1,5 @@
 """The ImageNet VGG-16 conv weights from the files users have, as 13 (HWIO kernel, bias) pairs
-for chartjax.models.vgg16.
+for chartjax.models.relation_network.vgg16.
 
 - Keras `vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5` (keras-team's release, the file
   `keras.applications.VGG16(weights="imagenet", include_top=False)` downloads): one HDF5 group
@@ -7,7 +7,8 @@ for chartjax.models.vgg16.
   datasets: `block1_conv1_W_1:0` and `block1_conv1_b_1:0` in that release (Keras 1 names, as
   public code reading the file shows), `block1_conv1/kernel` and `.../bias` when Keras 3 writes
   the legacy layout; kernels are already HWIO. A whole-model save nests the groups under
-  `model_weights`. Its inputs are 'caffe' preprocessed (chartjax.models.vgg16.preprocess).
+  `model_weights`. Its inputs are 'caffe' preprocessed
+  (chartjax.models.relation_network.vgg16.preprocess).
 - torchvision `vgg16-397923af.pth`: a state dict whose `features.{0,2,5,7,10,12,14,17,19,21,24,
   26,28}.{weight,bias}` are the 13 convs (the other indices are ReLUs and pools), OIHW kernels;
   the classifier keys are ignored. Its inputs are 'torch' normalised. Reading it needs torch
@@ -24,7 +25,7 @@ import os
 import numpy as np
 from flax import nnx
 
-from chartjax.models import vgg16
+from chartjax.models.relation_network import vgg16
 
 KERAS_LAYERS = tuple(
     f"block{b}_conv{c}" for b, n in enumerate((2, 2, 3, 3, 3), start=1) for c in range(1, n + 1)
@@ -48,7 +49,8 @@ def detect_format(path: str) -> str:
 
 def load(path: str, fmt: str = "auto", expected=None) -> tuple[list, str]:
     """(13 (kernel HWIO float32, bias float32) pairs, format) of the file `path`; with
-    `expected` (13 HWIO kernel shapes, chartjax.models.vgg16.layer_shapes) they are checked."""
+    `expected` (13 HWIO kernel shapes, chartjax.models.relation_network.vgg16.layer_shapes) they are
+    checked."""
     path = os.path.expanduser(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"VGG-16 weights file not found: {path!r}")

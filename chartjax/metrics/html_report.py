@@ -13,7 +13,7 @@ whole: styles, script and plots are inline, thumbnails are inline data: URIs (th
 and target after collapsing whitespace and case (any of a list of targets); blank without a
 target. It is a browsing aid, not one of the task's metrics.
 
-A task's `RowView` (chartjax/tasks/report_views.py) says how its rows read: FigureQA's 0/1
+A task's `RowView` (chartjax/tasks/core/report_views.py) says how its rows read: FigureQA's 0/1
 answers as yes/no, its template ids as their text, its figure from the id's image index; and
 which scores are vacuous (DePlot's RMS precision of a prediction without a table cell: 1 over
 zero predicted cells), marked where the metric and the row are shown. Tables never break a word

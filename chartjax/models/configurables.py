@@ -21,19 +21,12 @@ from __future__ import annotations
 import gin
 from flax import nnx
 
-from chartjax.models import (
-    bart,
-    chart2text,
-    deberta,
-    model_configs,
-    paligemma,
-    pix2struct,
-    relation_network,
-    t5,
-    tapas,
-    vgg16,
-)
 from chartjax.models import lora as lora_lib
+from chartjax.models import model_configs, paligemma, relation_network, t5
+from chartjax.models.data_to_text import chart2text
+from chartjax.models.post_ln import bart, deberta, tapas
+from chartjax.models.relation_network import vgg16
+from chartjax.models.t5 import pix2struct
 
 T5Config = gin.external_configurable(model_configs.T5Config, module="chartjax.models")
 Pix2StructConfig = gin.external_configurable(
@@ -45,7 +38,7 @@ RNConfig = gin.external_configurable(
 DebertaConfig = gin.external_configurable(deberta.DebertaConfig, module="chartjax.models")
 TapasConfig = gin.external_configurable(tapas.TapasConfig, module="chartjax.models")
 BartConfig = gin.external_configurable(bart.BartConfig, module="chartjax.models")
-# PaliGemma 1 / 2 (SigLIP + Gemma / Gemma 2, models/paligemma.py); usually from an HF folder
+# PaliGemma 1 / 2 (SigLIP + Gemma / Gemma 2, models/paligemma/); usually from an HF folder
 # through `@hf_model_config()`.
 PaliGemmaConfig = gin.external_configurable(paligemma.PaliGemmaConfig, module="chartjax.models")
 LoraConfig = gin.external_configurable(lora_lib.LoraConfig, module="chartjax.models")

@@ -20,7 +20,7 @@ NEG = -1.0e9
 
 
 def _encoder_batch(batch) -> dict:
-    # T5 with OCR boxes (models/t5.py) also reads encoder_input_boxes.
+    # T5 with OCR boxes (models/t5/__init__.py) also reads encoder_input_boxes.
     keys = ("encoder_input_tokens", "encoder_input_boxes")
     return {k: jnp.asarray(batch[k]) for k in keys if k in batch}
 

@@ -45,7 +45,7 @@ from flax import nnx
 
 from chartjax.models.model_configs import check_attention_impl
 
-# Activation constraints by logical names (t5.py takes them from here); a no-op outside
+# Activation constraints by logical names (models/t5 takes them from here); a no-op outside
 # `chartjax.sharding.activate`. Imported, not looked up: it must work without chartjax.mesh.
 from chartjax.sharding import constrain  # noqa: F401
 

@@ -59,7 +59,7 @@ class T5Config:
     decoder_start_token_id: int = 0
     attention_impl: str = "dot_product"  # ATTENTION_IMPLS above
     # OCR boxes: a bias-free 4 -> emb_dim layer (zero at init) adds `encoder_input_boxes` to the
-    # encoder's token embeddings (Chart-to-Text OCR-T5 with boxes; models/t5.py).
+    # encoder's token embeddings (Chart-to-Text OCR-T5 with boxes; models/t5/__init__.py).
     box_embedding: bool = False
     # Activation checkpointing of each layer (models/remat.py REMAT_POLICIES); not an HF field.
     remat_policy: str = "none"

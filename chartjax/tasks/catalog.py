@@ -12,30 +12,28 @@ from __future__ import annotations
 
 from chartjax.tasks import (
     chart_info,
-    chart_info_text,
     chart_to_text,
-    chart_to_text_caption,
-    chart_to_text_records,
     chartcheck,
-    chartcheck_classifier,
-    chartcheck_test_sets,
     chartqa,
-    chartqa_references,
-    chartqa_task,
     chartqapro,
-    chartqapro_references,
     deplot,
     figureqa,
-    free_form,
     matcha,
     plotqa,
-    plotqa_references,
-    plotqa_task,
-    seq2seq_synthetic,
-    synthetic,
-    text_classification,
 )
-from chartjax.tasks.task import FileScorer, InferenceSpec, Task
+from chartjax.tasks.chart_info import text as chart_info_text
+from chartjax.tasks.chart_to_text import caption as chart_to_text_caption
+from chartjax.tasks.chart_to_text import records as chart_to_text_records
+from chartjax.tasks.chartcheck import classifier as chartcheck_classifier
+from chartjax.tasks.chartcheck import test_sets as chartcheck_test_sets
+from chartjax.tasks.chartqa import references as chartqa_references
+from chartjax.tasks.chartqa import task as chartqa_task
+from chartjax.tasks.chartqapro import references as chartqapro_references
+from chartjax.tasks.core import free_form, text_classification
+from chartjax.tasks.core.task import FileScorer, InferenceSpec, Task
+from chartjax.tasks.plotqa import references as plotqa_references
+from chartjax.tasks.plotqa import task as plotqa_task
+from chartjax.tasks.smoke import seq2seq_synthetic, synthetic
 
 TASKS = {
     "figureqa": figureqa.make_task,

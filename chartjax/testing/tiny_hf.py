@@ -192,7 +192,7 @@ def tiny_checkpoint(
     fields of the tiny config (the vocabulary size follows the tokenizer unless given);
     `random_weights`: `randomize` the weights (else HF's init)."""
     from chartjax.interop import hf
-    from chartjax.models import bart, deberta, tapas
+    from chartjax.models.post_ln import bart, deberta, tapas
 
     os.makedirs(out_dir, exist_ok=True)
     if family == "deberta":

@@ -229,7 +229,8 @@ def inputs(seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def chartjax_batch(hf_inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The same inputs in chartjax's PaliGemma batch layout (models/paligemma.py: NHWC `image`)."""
+    """The same inputs in chartjax's PaliGemma batch layout (chartjax/models/paligemma: NHWC
+    `image`)."""
     out = {k: v for k, v in hf_inputs.items() if k != "pixel_values"}
     out["image"] = np.transpose(hf_inputs["pixel_values"], (0, 2, 3, 1))
     return out

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from chartjax.data import feature_cache, pipeline
-from chartjax.tasks.task import Task
+from chartjax.tasks.core.task import Task
 
 
 @dataclasses.dataclass

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from chartjax.data import packing, pipeline
-from chartjax.tasks import seq2seq
-from chartjax.tasks.task import Task
+from chartjax.tasks.core import seq2seq
+from chartjax.tasks.core.task import Task
 
 ENC, DEC = 32, 16
 

@@ -166,7 +166,7 @@ def test_decoding_lengths_are_hf_max_length_less_the_start_token(recipe, length)
     run_summarization's val_max_target_length) count the decoder start token."""
     load(recipe)
     assert bound("Decoding.max_decode_len") == length
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
 
     assert seq2seq.Decoding().max_decode_len == length
 
@@ -177,7 +177,7 @@ def test_decoding_lengths_are_hf_max_length_less_the_start_token(recipe, length)
 def test_deplot_deberta_reads_claim_then_table_and_caption_for_3_epochs():
     load("chartcheck_deplot_deberta_class")
     assert bound("chartcheck_classifier_task.with_caption") is True
-    from chartjax.tasks import chartcheck_classifier
+    from chartjax.tasks.chartcheck import classifier as chartcheck_classifier
 
     expand = chartcheck_classifier.make_expand(
         "deberta",

@@ -14,8 +14,8 @@ from chartjax import checkpoint as ckpt_lib
 from chartjax import config as config_lib
 from chartjax import init_checkpoint
 from chartjax.interop import chartjax_ckpt, formats
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import tiny
+from chartjax.models.t5 import pix2struct as p2s_lib
 
 VOCAB = 96
 

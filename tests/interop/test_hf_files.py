@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from chartjax.interop import formats, hf
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
+from chartjax.models.t5 import pix2struct as p2s_lib
 from chartjax.models.tiny import tiny_pix2struct, tiny_t5
 
 pytest.importorskip("safetensors")

@@ -10,8 +10,8 @@ import pytest
 from flax import nnx, serialization
 
 from chartjax.interop import t5x
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
+from chartjax.models.t5 import pix2struct as p2s_lib
 from chartjax.models.tiny import tiny_pix2struct, tiny_t5
 
 

@@ -17,9 +17,9 @@ from chartjax import checkpoint as ckpt_lib
 from chartjax import config as config_lib
 from chartjax.data.vocab import Vocabulary
 from chartjax.interop import formats, sentencepiece_json, t5x
-from chartjax.models import pix2struct as p2s_lib
 from chartjax.models import t5 as t5_lib
 from chartjax.models import tiny
+from chartjax.models.t5 import pix2struct as p2s_lib
 from chartjax.testing import tiny_hf
 from chartjax.tools import convert_checkpoint, train_vocab
 

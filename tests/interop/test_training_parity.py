@@ -157,7 +157,7 @@ def test_dropout_loss_distributions_agree_over_seeds(cases):
 
 
 # ---------------------------------------------------------------- PaliGemma (issue 42 item 3)
-# The prefix-LM tasks' train step (chartjax/tasks/prefix_lm.py: image placeholders added, the
+# The prefix-LM tasks' train step (chartjax/tasks/core/prefix_lm.py: image placeholders added, the
 # loss on the suffix alone) on the tiny PaliGemma 2 of chartjax/testing/tiny_paligemma.py (Gemma 2:
 # grouped-query attention, sliding and global layers, soft-capping, pre- and post-norms), against
 # HF's PaliGemmaForConditionalGeneration with -100 labels off the suffix. 5 steps here; the bench

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from chartjax.interop import vgg16_weights
-from chartjax.models import vgg16
+from chartjax.models.relation_network import vgg16
 from tests.interop.vgg16_files import (
     TINY_WIDTHS,
     random_weights,

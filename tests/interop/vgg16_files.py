@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from chartjax.interop.vgg16_weights import KERAS_LAYERS, TORCH_INDICES
-from chartjax.models.vgg16 import layer_shapes
+from chartjax.models.relation_network.vgg16 import layer_shapes
 
 TINY_WIDTHS = (2, 3, 4, 4, 5)
 

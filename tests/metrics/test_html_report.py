@@ -254,7 +254,7 @@ def _figureqa_rows():
 
 
 def test_figureqa_report_shows_figures_templates_and_yes_no(tmp_path):
-    from chartjax.tasks import report_views
+    from chartjax.tasks.core import report_views
     from chartjax.tasks.figureqa import TEMPLATES
 
     figures = tmp_path / "png"
@@ -294,7 +294,7 @@ def test_figureqa_report_shows_figures_templates_and_yes_no(tmp_path):
 
 
 def test_figureqa_view_reads_ids_and_answers():
-    from chartjax.tasks import report_views
+    from chartjax.tasks.core import report_views
 
     view = report_views.FIGUREQA
     assert view.image_stem({"id": "6/27"}) == "6" and view.image_stem({"id": "x"}) is None
@@ -311,7 +311,7 @@ def test_figureqa_view_reads_ids_and_answers():
 
 
 def test_a_split_without_answers_is_reported_as_predictions_only(tmp_path):
-    from chartjax.tasks import report_views
+    from chartjax.tasks.core import report_views
 
     obj = report.build_metrics(
         task="figureqa",
@@ -343,7 +343,7 @@ def _wide_deplot_rows():
 
 
 def test_deplot_tables_keep_words_whole_and_scroll_sideways(tmp_path):
-    from chartjax.tasks import report_views
+    from chartjax.tasks.core import report_views
 
     obj = report.build_metrics(
         task="deplot", split="test", step=None, num_examples=2, metrics={"rms_f1": 0.5}
@@ -377,7 +377,7 @@ def test_deplot_tables_keep_words_whole_and_scroll_sideways(tmp_path):
 
 
 def test_vacuous_rms_precision_is_marked_on_the_metric_and_the_row(tmp_path):
-    from chartjax.tasks import report_views
+    from chartjax.tasks.core import report_views
 
     rows = _wide_deplot_rows()
     rows.append({"id": "gone", "prediction": "", "target": "a | b", "missing": True})

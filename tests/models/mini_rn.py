@@ -1,7 +1,8 @@
 """An independent minimal Relation Network in plain JAX, written from the paper (Santoro et al.
-2017) and the FigureQA co-author's code, as a test oracle for chartjax/models/relation_network.py
-(it was the third model of the former FigureQA sanity benchmark, which trained it beside the
-package's RN on the same batches; chartjax.models.relation_network's docstring cites what it
+2017) and the FigureQA co-author's code, as a test oracle for
+chartjax/models/relation_network/__init__.py (it was the third model of the former FigureQA sanity
+benchmark, which trained it beside the package's RN on the same batches;
+chartjax.models.relation_network's docstring cites what it
 showed). Integer coordinates, g/f/conv weights truncated normal 0.1 and biases 0.1, BatchNorm
 after ReLU with running averages at eval, the LSTM's [c; h] at the last real token, mean (or
 sum, `agg`) over all ordered pairs of objects."""

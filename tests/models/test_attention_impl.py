@@ -23,8 +23,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from chartjax.models import bart, deberta, layers, pix2struct, t5, tapas, tiny
+from chartjax.models import layers, t5, tiny
 from chartjax.models.model_configs import ATTENTION_IMPLS
+from chartjax.models.post_ln import bart, deberta, tapas
+from chartjax.models.t5 import pix2struct
 
 FP32_TOL = 1e-5
 BF16_TOL = 0.1
@@ -209,7 +211,7 @@ def test_fp32_dot_product_equals_einsum(fp32):
     assert np.abs(ref["encoded"][1] - ref["encoded"][0]).max() > 1e-2
 
 
-# Pix2Struct's stacks are T5's (models/pix2struct.py imports t5.EncoderStack and Decoder): the
+# Pix2Struct's stacks are T5's (models/t5/pix2struct.py imports t5.EncoderStack and Decoder): the
 # bf16 rounding of its attention is T5's; its own inputs (patches) are compared in fp32 above.
 BF16_FAMILIES = sorted(set(FAMILIES) - {"pix2struct"})
 

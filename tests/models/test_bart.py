@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from chartjax.interop import hf_bart  # noqa: E402
-from chartjax.models import bart, decoding  # noqa: E402
+from chartjax.models import decoding  # noqa: E402
+from chartjax.models.post_ln import bart  # noqa: E402
 
 TOL = 1e-4
 VOCAB, MAX_NEW = 80, 12

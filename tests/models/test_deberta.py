@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from chartjax.interop import hf_deberta  # noqa: E402
-from chartjax.models import deberta  # noqa: E402
+from chartjax.models.post_ln import deberta  # noqa: E402
 
 TOL = 1e-4
 B, S = 2, 20

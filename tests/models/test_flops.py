@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from chartjax.models import flops, losses, pix2struct, t5, tiny
+from chartjax.models import flops, losses, t5, tiny
+from chartjax.models.t5 import pix2struct
 
 
 def _xla_train_flops(model, batch) -> float:
@@ -104,7 +105,7 @@ def test_peaks_and_mfu():
 
 def test_for_task_uses_the_task_lengths():
     from chartjax.models.relation_network import RNConfig, build
-    from chartjax.tasks.task import SequenceLengths
+    from chartjax.tasks.core.task import SequenceLengths
 
     cfg = tiny.tiny_pix2struct()
     image = SequenceLengths(encoder=64, decoder=8)  # max_patches, max_target_len

@@ -22,7 +22,9 @@ from chartjax import mesh as mesh_lib
 from chartjax import optim, trainable
 from chartjax import state as state_lib
 from chartjax import train as train_lib
-from chartjax.models import bart, deberta, lora, pix2struct, t5, tapas, tiny
+from chartjax.models import lora, t5, tiny
+from chartjax.models.post_ln import bart, deberta, tapas
+from chartjax.models.t5 import pix2struct
 
 ONE = dict(num_encoder_layers=1, num_decoder_layers=1)
 BERT = dict(

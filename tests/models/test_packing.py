@@ -11,7 +11,9 @@ import pytest
 from flax import nnx
 
 from chartjax.data import packing, patches
-from chartjax.models import bart, losses, pix2struct, t5, tiny
+from chartjax.models import losses, t5, tiny
+from chartjax.models.post_ln import bart
+from chartjax.models.t5 import pix2struct
 
 ENC, DEC = 24, 12  # the task's fixed lengths (rows have the same)
 RTOL = ATOL = 2e-5
@@ -204,7 +206,7 @@ def test_packed_train_steps_sharded_equal_single_device():
     the batch, and 8 data-parallel devices give the single-device losses and parameters."""
     import dataclasses
 
-    from chartjax.tasks import seq2seq_synthetic
+    from chartjax.tasks.smoke import seq2seq_synthetic
     from tests.step_equivalence import assert_same, run_steps
 
     task = seq2seq_synthetic.make_task(modality="text", input_len=8, target_len=3)

@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 
 from chartjax.models import flops, lora, paligemma
-from chartjax.models.gemma import FULL, SLIDING, attention_masks
+from chartjax.models.paligemma.gemma import FULL, SLIDING, attention_masks
 
 CFG = paligemma.PaliGemmaConfig(
     vocab_size=64,

@@ -1,4 +1,4 @@
-"""PaliGemma decoding (models/paligemma_decoding.py) against HF transformers' `generate` on tiny
+"""PaliGemma decoding (models/paligemma/decoding.py) against HF transformers' `generate` on tiny
 random PaliGemma 1 (Gemma, multi-query) and PaliGemma 2 (Gemma 2: grouped-query, a sliding
 window of 4 tokens, far shorter than the 19-28 token prompts plus 12 new tokens, and small
 soft-caps) models that transformers builds and saves itself (chartjax/testing/tiny_paligemma.py),
@@ -29,7 +29,7 @@ from flax import nnx  # noqa: E402
 from chartjax import sharding  # noqa: E402
 from chartjax.interop import hf_paligemma  # noqa: E402
 from chartjax.mesh import axis_rules, make_mesh  # noqa: E402
-from chartjax.models import paligemma_decoding as pgd  # noqa: E402
+from chartjax.models.paligemma import decoding as pgd  # noqa: E402
 from chartjax.testing import tiny_paligemma as tp  # noqa: E402
 
 TEXTS = ("gemma", "gemma2")

@@ -22,8 +22,10 @@ import optax
 import pytest
 from flax import nnx
 
-from chartjax.models import bart, deberta, losses, pix2struct, t5, tapas, tiny
+from chartjax.models import losses, t5, tiny
+from chartjax.models.post_ln import bart, deberta, tapas
 from chartjax.models.remat import REMAT_POLICIES, check_remat_policy
+from chartjax.models.t5 import pix2struct
 
 DROP = 0.2
 REMAT_PRIMITIVES = ("remat2", "checkpoint")  # jax.checkpoint's primitive

@@ -9,9 +9,9 @@ import optax
 import pytest
 from flax import nnx
 
-from chartjax.models import barlow_twins as bt
-from chartjax.models import show_attend_tell as sat
-from chartjax.models.resnet import ResNet, ResNetConfig
+from chartjax.models.captioning import barlow_twins as bt
+from chartjax.models.captioning import show_attend_tell as sat
+from chartjax.models.captioning.resnet import ResNet, ResNetConfig
 
 TINY = ResNetConfig(depths=(1, 1), width=4)
 

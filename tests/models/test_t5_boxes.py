@@ -1,5 +1,5 @@
-"""T5 with OCR boxes (T5Config.box_embedding, models/t5.py): exactly the plain model at zero init
-or with zero boxes, the boxes entering only through the encoder's input embeddings, in the
+"""T5 with OCR boxes (T5Config.box_embedding, models/t5/__init__.py): exactly the plain model at
+zero init or with zero boxes, the boxes entering only through the encoder's input embeddings, in the
 loss, greedy decoding, and HF checkpoint import (initialised, with a warning) / export (refused)."""
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from chartjax.models import configurables, layers, losses, pix2struct, t5, tiny
+from chartjax.models import configurables, layers, losses, t5, tiny
 from chartjax.models.model_configs import Pix2StructConfig
+from chartjax.models.t5 import pix2struct
 
 REPO = str(Path(__file__).resolve().parents[2])
 LOGICAL = {

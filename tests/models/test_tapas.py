@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from chartjax.interop import hf_tapas  # noqa: E402
-from chartjax.models import tapas  # noqa: E402
+from chartjax.models.post_ln import tapas  # noqa: E402
 
 TOL = 1e-4
 TYPES = [3, 6, 6, 2, 5, 5, 4]  # segment, column, row, prev_labels, ranks, inv ranks, numeric rel.

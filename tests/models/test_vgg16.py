@@ -1,6 +1,6 @@
-"""FigureQA's CNN+LSTM on VGG-16 features (chartjax/models/vgg16.py): the paper's sizes, and the
-VGG-16 stays frozen: its weights are no parameters, get no optimizer state and no update, and
-come through a train step bit for bit while the head learns."""
+"""FigureQA's CNN+LSTM on VGG-16 features (chartjax/models/relation_network/vgg16.py): the
+paper's sizes, and the VGG-16 stays frozen: its weights are no parameters, get no optimizer state
+and no update, and come through a train step bit for bit while the head learns."""
 
 import jax
 import jax.numpy as jnp
@@ -12,9 +12,9 @@ from chartjax import mesh as mesh_lib
 from chartjax import state as state_lib
 from chartjax import train as train_lib
 from chartjax.interop import vgg16_weights
-from chartjax.models import vgg16
-from chartjax.tasks import classification
-from chartjax.tasks.task import Task
+from chartjax.models.relation_network import vgg16
+from chartjax.tasks.core import classification
+from chartjax.tasks.core.task import Task
 from tests.interop.vgg16_files import TINY_WIDTHS, random_weights, write_keras_h5
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from chartjax.data import sources
-from chartjax.tasks import chart_info, chart_info_tables
+from chartjax.tasks import chart_info
+from chartjax.tasks.chart_info import tables as chart_info_tables
 from tests.tasks.test_deplot import (
     TINY_PIX2STRUCT,
     assert_table_metrics,

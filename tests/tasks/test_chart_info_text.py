@@ -13,9 +13,9 @@ import pytest
 from chartjax.data import sources
 from chartjax.metrics import chart_info as ci
 from chartjax.tasks import catalog
-from chartjax.tasks import chart_info_lines as cl
-from chartjax.tasks import chart_info_text as ct
-from chartjax.tasks.task import ScoreInputs
+from chartjax.tasks.chart_info import lines as cl
+from chartjax.tasks.chart_info import text as ct
+from chartjax.tasks.core.task import ScoreInputs
 from tests.tasks.test_chart_info import SPLITS
 from tests.tasks.test_deplot import TINY_PIX2STRUCT, read_eval, run_recipe
 

@@ -18,7 +18,7 @@ from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
 from chartjax.metrics.chart_to_text import chart_to_text_scores
 from chartjax.tasks import chart_to_text as c2t
-from chartjax.tasks import seq2seq
+from chartjax.tasks.core import seq2seq
 from tests.tasks.tiny_recipes import P2S_TINY, RUN_TINY, T5_TINY, TINY_LAYERS, recipe_batches
 
 ROOT = str(Path(__file__).resolve().parents[2])

@@ -90,7 +90,8 @@ def test_recipes_are_the_three_bart_rows():
 def test_bart_records_targets_and_pad_aware_loss(tiny_hf_checkpoints):
     from chartjax.data import vocab as vocab_lib
     from chartjax.models import losses
-    from chartjax.tasks import chart_to_text, seq2seq
+    from chartjax.tasks import chart_to_text
+    from chartjax.tasks.core import seq2seq
 
     for recipe in RECIPES:  # BART reads no T5 prefix; greedy is for these tests only
         text = (ROOT / "gin_configs" / "tasks" / f"{recipe}.gin").read_text()

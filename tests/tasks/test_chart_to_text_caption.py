@@ -14,7 +14,7 @@ import pytest
 from chartjax import checkpoint
 from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
-from chartjax.tasks import chart_to_text_caption as ctc
+from chartjax.tasks.chart_to_text import caption as ctc
 from tests.tasks.tiny_recipes import RUN_TINY
 
 RESNET_TINY = ["ResNetConfig.depths = (1, 1)", "ResNetConfig.width = 4"]

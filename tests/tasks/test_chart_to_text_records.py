@@ -17,9 +17,10 @@ from flax import nnx
 
 from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
-from chartjax.models import chart2text, decoding
-from chartjax.models import record_seq2seq as model_lib
-from chartjax.tasks import chart_to_text_records as ctr
+from chartjax.models import decoding
+from chartjax.models.data_to_text import chart2text
+from chartjax.models.data_to_text import record_seq2seq as model_lib
+from chartjax.tasks.chart_to_text import records as ctr
 from tests.tasks.tiny_recipes import RUN_TINY
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -240,13 +241,7 @@ TINY = [
     "MAX_TARGET_LEN = 16",
     "MAX_HEADER_WORDS = 4",
     "MAX_VALUE_WORDS = 4",
-    "DataToTextConfig.d_model = 32",
-    "DataToTextConfig.num_heads = 4",
-    "DataToTextConfig.ffn_dim = 64",
-    "DataToTextConfig.lstm_dim = 32",
-    "DataToTextConfig.box_dim = 8",
-    "DataToTextConfig.encoder_layers = 1",
-    "DataToTextConfig.decoder_layers = 1",
+    "include 'sizes/data_to_text_tiny.gin'",  # the tiny model, as runs/smoke.gin's
     "Decoding.beam_size = 1",
     "chart_to_text_records_task.shuffle_buffer = 8",
     "chart_to_text_records_task.eval_splits = ('test',)",

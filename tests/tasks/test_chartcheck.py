@@ -243,7 +243,7 @@ def test_score_fn_classification_and_explanations():
 
 
 def test_bad_arguments_are_named():
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
 
     text = seq2seq.Features(modality="text", vocab_file="unused")
     with pytest.raises(ValueError, match="mode 'nope'"):
@@ -610,7 +610,8 @@ def test_the_tables_command_renders_no_header_prompt(recipe, data_dir, tmp_path)
     import numpy as np
 
     from chartjax.inference import inputs as infer_inputs
-    from chartjax.tasks import catalog, seq2seq
+    from chartjax.tasks import catalog
+    from chartjax.tasks.core import seq2seq
     from chartjax.tools import infer as infer_cli
 
     args = infer_cli.parse_args([*tables_command(recipe), "--data_dir", data_dir])
@@ -640,7 +641,7 @@ def test_test_two_scores_name_the_test_set_the_build_holds(tmp_path, data_dir):
     import tensorflow_datasets as tfds
 
     from chartjax.data import sources
-    from chartjax.tasks import chartcheck_test_sets as ts
+    from chartjax.tasks.chartcheck import test_sets as ts
     from tfds_builders.chartcheck.chartcheck import Builder
 
     release = sources.tfds_builder_dir("chartcheck", data_dir)

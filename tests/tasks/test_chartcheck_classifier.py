@@ -1,4 +1,4 @@
-"""ChartCheck's encoder-classifier rows (chartjax/tasks/chartcheck_classifier.py): the inputs of
+"""ChartCheck's encoder-classifier rows (chartjax/tasks/chartcheck/classifier.py): the inputs of
 the authors' scripts (DeBERTa: claim + str(f.readlines()) of DePlot's table, optionally
 + ". " + caption; TAPAS: the claim as query over the table), TRUE -> 0 / FALSE -> 1, and the
 recipes chartcheck_deplot_{deberta,tapas}_class end to end on the builder's dummy data with tiny
@@ -17,7 +17,7 @@ import pytest
 from chartjax import config as config_lib
 from chartjax.metrics import prediction_files, report
 from chartjax.tasks import chartcheck as cc
-from chartjax.tasks import chartcheck_classifier as ccc
+from chartjax.tasks.chartcheck import classifier as ccc
 
 EXAMPLE = {
     "id": "test:3",

@@ -1,4 +1,4 @@
-"""ChartQA fine-tuning (chartjax/tasks/chartqa_task.py) and DePlot on ChartQA tables
+"""ChartQA fine-tuning (chartjax/tasks/chartqa/task.py) and DePlot on ChartQA tables
 (deplot_task.source = "chartqa"): the four recipes load, build their task and featurize a batch
 of the chartqa builder's dummy data (a table-only build for DePlot), scoring the targets
 themselves perfectly; and one `chartjax-train` run of a tiny Pix2Struct on a generated
@@ -16,7 +16,9 @@ import pytest
 
 from chartjax import config as config_lib
 from chartjax.metrics import report
-from chartjax.tasks import chartqa_task, deplot, seq2seq
+from chartjax.tasks import deplot
+from chartjax.tasks.chartqa import task as chartqa_task
+from chartjax.tasks.core import seq2seq
 from tests.gin_configs.test_tasks import TASKS, recipe_kind
 from tests.tasks.tiny_recipes import P2S_TINY, recipe_batches
 
@@ -222,7 +224,8 @@ def test_chartqa_matcha_eval_scores_tiny_hf_weights(tmp_path, vocab_file, tfds_d
     Pix2Struct standing in for google/matcha-chartqa (init/hf.gin)."""
     from chartjax import evaluate as evaluate_lib
     from chartjax.interop import hf
-    from chartjax.models import pix2struct, tiny
+    from chartjax.models import tiny
+    from chartjax.models.t5 import pix2struct
     from tests.tasks.tiny_recipes import RUN_TINY, TINY_LAYERS
 
     init = tmp_path / "matcha-chartqa"

@@ -16,7 +16,8 @@ from chartjax import config as config_lib
 from chartjax.data import sources, tables
 from chartjax.metrics import prediction_files, report
 from chartjax.metrics import tables as table_metrics
-from chartjax.tasks import chart_info_tables, deplot
+from chartjax.tasks import deplot
+from chartjax.tasks.chart_info import tables as chart_info_tables
 
 # The same tiny Pix2Struct for every image recipe (test_chart_info.py too), so the
 # session's persistent compilation cache serves later recipes. 8 simulated devices: batch 8.
@@ -51,7 +52,8 @@ def tiny_t5x_checkpoint(path: str, family: str = "pix2struct") -> str:
     """A T5X checkpoint of the tiny model the recipes are overridden to (vocab 400, 1+1
     layers); written once where `path` is shared."""
     from chartjax.interop import t5x
-    from chartjax.models import pix2struct, t5, tiny
+    from chartjax.models import t5, tiny
+    from chartjax.models.t5 import pix2struct
     from tests.tasks.tiny_recipes import TINY_LAYERS
 
     if not os.path.exists(os.path.join(path, "checkpoint")):

@@ -1,8 +1,8 @@
-"""MatCha-style pretraining (chartjax/tasks/matcha.py, docs/pretraining.md): the generated math
-answers are right, the pages are drawn deterministically, the mixture draws each component at its
-rate and resumes at any step, chart code reads back to the chart's table, every pretraining
-recipe loads, and the toy curriculum runs: 2 steps of stage 1 on every objective, then 2 steps
-of stage 2 initialised from stage 1's checkpoint."""
+"""MatCha-style pretraining (chartjax/tasks/matcha/__init__.py, docs/pretraining.md): the generated
+math answers are right, the pages are drawn deterministically, the mixture draws each component at
+its rate and resumes at any step, chart code reads back to the chart's table, every pretraining
+recipe loads, and the toy curriculum runs: 2 steps of stage 1 on every objective, then 2 steps of
+stage 2 initialised from stage 1's checkpoint."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from chartjax import config as config_lib
 from chartjax.data import mixture, tables
 from chartjax.synth import chart_info_tables as tb
 from chartjax.synth import math_questions, table_pages, text_render
-from chartjax.tasks import chart_code, matcha
+from chartjax.tasks import matcha
+from chartjax.tasks.matcha import chart_code
 from tests.tasks.test_deplot import read_eval, run_recipe
 from tests.tasks.tiny_recipes import P2S_TINY, RUN_TINY
 

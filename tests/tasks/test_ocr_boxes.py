@@ -1,5 +1,6 @@
-"""OCR phrases in reading order and their per-token boxes (chartjax/tasks/ocr_boxes.py), on
-hand-made phrases, the tiny test vocabulary and pew 10's real boxes."""
+"""OCR phrases in reading order and their per-token boxes
+(chartjax/tasks/chart_to_text/ocr_boxes.py), on hand-made phrases, the tiny test vocabulary and pew
+10's real boxes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from chartjax.data import vocab as vocab_lib
-from chartjax.tasks import ocr_boxes as ob
+from chartjax.tasks.chart_to_text import ocr_boxes as ob
 
 # pew_dataset/dataset/bboxes/10.json of the release (vis-nlp/Chart-to-text a21d315), in file
 # order: data/10.txt is these sentences joined by " | ".

@@ -72,7 +72,7 @@ def test_every_bad_packing_setting_is_named(tmp_path, vocab_file, capsys):
 
 
 def test_rows_as_long_as_an_example_are_accepted():
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
 
     spec = seq2seq.Features(
         vocab_file="x", modality="text", max_input_len=64, pack=True, pack_encoder_len=64

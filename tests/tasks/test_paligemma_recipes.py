@@ -1,5 +1,5 @@
 """PaliGemma recipes (issue 42 item 5): ChartQA, ChartCheck, Chart-to-Text and DePlot-style
-chart-to-table as prefix tasks (chartjax/tasks/prefix_lm.py), their LoRA variants with the vision
+chart-to-table as prefix tasks (chartjax/tasks/core/prefix_lm.py), their LoRA variants with the vision
 tower frozen, and the zero-shot ChartGemma / PaliGemma 2 mix evaluations. Each recipe loads,
 builds its task and featurizes an example of its builder's dummy data (structural); the ChartQA
 recipe trains 2 steps of the tiny PaliGemma of runs/smoke.gin through `chartjax-train` and its
@@ -24,7 +24,8 @@ from chartjax.data.sources import as_python
 from chartjax.metrics import chartqa as chartqa_metrics
 from chartjax.metrics import report
 from chartjax.models import paligemma
-from chartjax.tasks import catalog, prefix_lm, seq2seq
+from chartjax.tasks import catalog
+from chartjax.tasks.core import prefix_lm, seq2seq
 from chartjax.testing import tiny_paligemma
 from tests.gin_configs.test_tasks import TASKS, recipe_kind
 

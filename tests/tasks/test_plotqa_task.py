@@ -1,4 +1,4 @@
-"""PlotQA fine-tuning (chartjax/tasks/plotqa_task.py) and DePlot on PlotQA's derived tables
+"""PlotQA fine-tuning (chartjax/tasks/plotqa/task.py) and DePlot on PlotQA's derived tables
 (deplot_task.source = "plotqa"), plus DePlot's ChartQA evaluation recipe (issue 41 item 4).
 
 Structural, as tests/tasks/test_chartqa_task.py checks the ChartQA recipes: every recipe loads,
@@ -19,7 +19,9 @@ import pytest
 
 from chartjax import config as config_lib
 from chartjax.metrics import report
-from chartjax.tasks import catalog, deplot, plotqa_task, seq2seq
+from chartjax.tasks import catalog, deplot
+from chartjax.tasks.core import seq2seq
+from chartjax.tasks.plotqa import task as plotqa_task
 from tests.gin_configs.test_tasks import TASKS, recipe_kind
 from tests.tasks.tiny_recipes import P2S_TINY, recipe_batches
 
@@ -246,7 +248,8 @@ def test_released_checkpoint_recipes_score_tiny_hf_weights(tmp_path, vocab_file,
     Pix2Struct standing in for the released weights (init/hf.gin); metrics.json read back."""
     from chartjax import evaluate as evaluate_lib
     from chartjax.interop import hf
-    from chartjax.models import pix2struct, tiny
+    from chartjax.models import tiny
+    from chartjax.models.t5 import pix2struct
     from tests.tasks.tiny_recipes import RUN_TINY, TINY_LAYERS
 
     init = tmp_path / "tiny-hf"

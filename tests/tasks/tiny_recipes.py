@@ -1,17 +1,16 @@
-"""Tiny-model gin bindings shared by the ChartCheck and Chart-to-Text recipe tests."""
+"""The tests' recipe runs at tiny size: the model is the family's gin_configs/sizes/*_tiny.gin,
+the one tiny size each family has (runs/smoke.gin uses the same files); here only what these
+tests' runs add to it."""
 
-# One tiny model per family for every recipe (vocab 400, batch 8 for the 8 simulated devices),
-# so the session's compilation cache serves later recipes. 1+1 layers, not 2+2: tracing, which
-# no cache saves, dominates these runs (measured: 2+2 layers cost ~1 min more CPU here).
+# The tiny models have one layer each way (sizes/*_tiny.gin): tracing, which no compilation cache
+# saves, dominates these runs (measured: 2+2 layers cost ~1 min more CPU here). One model per
+# family for every recipe (vocab 400, batch 8 for the 8 simulated devices), so the session's
+# compilation cache serves later recipes. TINY_LAYERS builds the same model in Python (init
+# checkpoints: chartjax.models.tiny with these overrides).
 TINY_LAYERS = dict(vocab_size=400, num_encoder_layers=1, num_decoder_layers=1)
 P2S_TINY = [
-    "Pix2StructConfig.emb_dim = 32",
-    "Pix2StructConfig.num_heads = 4",
-    "Pix2StructConfig.head_dim = 8",
-    "Pix2StructConfig.mlp_dim = 64",
-    "Pix2StructConfig.num_encoder_layers = 1",
-    "Pix2StructConfig.num_decoder_layers = 1",
-    "Pix2StructConfig.vocab_size = 400",
+    "include 'sizes/pix2struct_tiny.gin'",
+    "Pix2StructConfig.vocab_size = 400",  # the tiny test vocabulary (tests/tasks/conftest.py)
     "Pix2StructConfig.patch_size = 4",
     "Pix2StructConfig.max_position_embeddings = 64",
     "Pix2StructConfig.dtype = 'float32'",
@@ -21,13 +20,8 @@ P2S_TINY = [
     "Features.max_target_len = 32",
 ]
 T5_TINY = [
-    "T5Config.emb_dim = 32",
-    "T5Config.num_heads = 4",
-    "T5Config.head_dim = 8",
-    "T5Config.mlp_dim = 64",
-    "T5Config.num_encoder_layers = 1",
-    "T5Config.num_decoder_layers = 1",
-    "T5Config.vocab_size = 400",
+    "include 'sizes/t5_1_1_tiny.gin'",
+    "T5Config.vocab_size = 400",  # the tiny test vocabulary (tests/tasks/conftest.py)
     "T5Config.dtype = 'float32'",
     "T5Config.dropout_rate = 0.0",
     "Features.max_input_len = 64",

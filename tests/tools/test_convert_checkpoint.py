@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from chartjax.interop import t5x
-from chartjax.models import pix2struct as p2s_lib
+from chartjax.models.t5 import pix2struct as p2s_lib
 from chartjax.models.tiny import tiny_pix2struct
 from chartjax.tools import convert_checkpoint
 

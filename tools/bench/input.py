@@ -25,7 +25,7 @@ its batch before the next count is timed (that batch used to count against 1 wor
   FLOPs per example are XLA's cost analysis of the RN training step at `--image-size` /
   `--conv-layers` (the RN is conv-heavy: models/flops.py counts transformers only).
 * Pix2Struct (`--pix2struct-images`, 0 skips): the seq2seq tasks' featurize map
-  (tasks/seq2seq.py `_featurize_fn`: PNG decode, header rendering, NumPy patch extraction at
+  (tasks/core/seq2seq.py `_featurize_fn`: PNG decode, header rendering, NumPy patch extraction at
   `--max-patches`, SentencePiece tokenization of the target) and batching, over 800x600
   matplotlib charts held as PNG bytes in memory, each with a ChartCheck-length claim as its
   header and a Chart-to-Text-length target; the TFDS record read is left out (the FigureQA
@@ -107,7 +107,7 @@ def rn_train_flops_per_example(image_size: int, conv_layers: int, batch: int = 4
     from chartjax import train as train_lib
     from chartjax.data import pipeline
     from chartjax.models import relation_network as rn
-    from chartjax.tasks import synthetic
+    from chartjax.tasks.smoke import synthetic
 
     cfg = rn.RNConfig(kind="rn", vocab_size=88, image_size=image_size, conv_layers=conv_layers)
     mesh, rules = mesh_lib.make_mesh((-1, 1)), mesh_lib.axis_rules("data_parallel")
@@ -198,7 +198,7 @@ def pix2struct_feed(
     from chartjax.data.images import decode_image_bytes
     from chartjax.models import flops
     from chartjax.models.model_configs import Pix2StructConfig
-    from chartjax.tasks import seq2seq
+    from chartjax.tasks.core import seq2seq
     from chartjax.tools import train_vocab
     from chartjax.tools.bench.t5x_load import BASE
 

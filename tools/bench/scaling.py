@@ -198,8 +198,8 @@ def bench_infer(tmp: str, charts: int, devices, batch: int) -> dict:
     from PIL import Image
 
     from chartjax.interop import hf
-    from chartjax.models import pix2struct as p2s_lib
     from chartjax.models import tiny
+    from chartjax.models.t5 import pix2struct as p2s_lib
     from chartjax.tools import train_vocab
 
     work = os.path.join(tmp, "infer")

@@ -198,7 +198,8 @@ def chartjax_fns(a, cfg, batch):
     import jax
     import jax.numpy as jnp
 
-    from chartjax.models import decoding, pix2struct, t5
+    from chartjax.models import decoding, t5
+    from chartjax.models.t5 import pix2struct
 
     model = (pix2struct if a.model == "pix2struct" else t5).build(cfg, 0)
     enc_batch = {"encoder_input_tokens": jnp.asarray(batch["encoder_input_tokens"])}

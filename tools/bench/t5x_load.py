@@ -46,8 +46,8 @@ def write(ckpt_dir: str, dtype: str, size: str = "base") -> dict:
     from flax import nnx, serialization
 
     from chartjax.interop import t5x
-    from chartjax.models import pix2struct as p2s_lib
     from chartjax.models.model_configs import Pix2StructConfig
+    from chartjax.models.t5 import pix2struct as p2s_lib
 
     cfg = Pix2StructConfig(**SIZES[size])
     abstract = nnx.eval_shape(lambda: p2s_lib.build(cfg, 0))

@@ -73,7 +73,7 @@ LIBS = ("jax", "flax", "optax", "torch", "transformers")
 FAMILIES = ("pix2struct", "t5")
 # PaliGemma with a Gemma / Gemma 2 decoder: chartjax/testing/tiny_paligemma.py's tiny models at
 # every --size (the size gives the batch, the text lengths and the rates), trained through the
-# prefix-LM tasks' loss (chartjax/tasks/prefix_lm.py: image placeholders added, the loss on the
+# prefix-LM tasks' loss (chartjax/tasks/core/prefix_lm.py: image placeholders added, the loss on the
 # suffix alone) against HF's PaliGemmaForConditionalGeneration with -100 labels off the suffix.
 PREFIX_LM = ("paligemma", "paligemma2")
 ALL_FAMILIES = FAMILIES + PREFIX_LM
@@ -431,8 +431,10 @@ class ChartjaxRun:
         from chartjax import state as state_lib
         from chartjax import train as train_lib
         from chartjax.interop import hf
-        from chartjax.models import paligemma, pix2struct, t5
-        from chartjax.tasks import prefix_lm, seq2seq_synthetic
+        from chartjax.models import paligemma, t5
+        from chartjax.models.t5 import pix2struct
+        from chartjax.tasks.core import prefix_lm
+        from chartjax.tasks.smoke import seq2seq_synthetic
 
         self.case = case
         ckpt_dir = ckpt_dir or case.ckpt_dir

@@ -14,7 +14,7 @@ CODE = """
 import sys
 from chartjax.tools.bench import step as bench_step
 import chartjax.models.decoding, chartjax.models.flops, chartjax.models.losses  # noqa
-import chartjax.models.pix2struct, chartjax.models.t5, optax  # noqa
+import chartjax.models.t5.pix2struct, chartjax.models.t5, optax  # noqa
 a = bench_step._args(["--model", "pix2struct", "--hidden", "32", "--heads", "4", "--patches",
                       "10", "--batch", "2"])
 cfg = bench_step._config(a)
