@@ -46,6 +46,7 @@ def _size(name: str) -> dict[str, object]:
 def test_each_tiny_family_has_its_size_file():
     assert TINY == [
         "data_to_text_tiny.gin",
+        "paligemma_tiny.gin",
         "pix2struct_tiny.gin",
         "relation_network_tiny.gin",
         "t5_1_1_tiny.gin",
