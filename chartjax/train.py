@@ -560,6 +560,7 @@ def train(
                     stop_reason = "time budget"
                     break
         # ------------------------------------------------------------ close ------------
+        device_batches.close()  # its input thread ends now, not inside JAX at exit
         profiler.stop(state)  # a run that stopped inside the window keeps its trace
         log.close_progress()
         if ckpt.latest_step() != step:

@@ -115,11 +115,16 @@ def map_ordered(
 
 
 THREAD_NAME = "chartjax-loader"  # the thread of `threaded`
+_JOIN_S = 60.0  # how long a closing iterator waits for its thread's item in flight
+_LIVE: dict = {}  # thread -> its stop, for the threads of iterators not yet closed
 
 
 def threaded(items: Iterator, size: int) -> Iterator:
-    """`items` computed `size` ahead in a daemon thread; its errors raised here. Closed, the
-    thread ends once the item it is computing is done."""
+    """`items` computed `size` ahead in a daemon thread; its errors raised here. Closed (or at
+    exit, if never closed), the thread ends once the item it is computing is done, and is
+    joined: a daemon thread still inside JAX's C++ (a `device_put` of the next batch) when the
+    interpreter finalizes is unwound by pthread_exit through C++ frames, and the process
+    aborts after the run finished ("terminate called ... exception not rethrown", rc -6)."""
     q: queue.Queue = queue.Queue(maxsize=size)
     done = object()
     stop = threading.Event()
@@ -129,12 +134,20 @@ def threaded(items: Iterator, size: int) -> Iterator:
             for item in items:
                 q.put(item)
                 if stop.is_set():  # before computing another
-                    return
+                    break
+            else:
+                q.put(done)
         except BaseException as e:  # surfaced in the consumer, never swallowed
             q.put(e)
-        q.put(done)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:  # an upstream `threaded` ends its own thread too
+                close()
 
-    threading.Thread(target=work, name=THREAD_NAME, daemon=True).start()
+    thread = threading.Thread(target=work, name=THREAD_NAME, daemon=True)
+    _LIVE[thread] = (stop, q)
+    end = _end  # a generator finalized at interpreter teardown no longer sees module globals
+    thread.start()
     try:
         while True:
             item = q.get()
@@ -144,12 +157,24 @@ def threaded(items: Iterator, size: int) -> Iterator:
                 raise item
             yield item
     finally:
-        stop.set()
-        while True:  # a full queue would block the thread's last put forever
-            try:
+        end(thread)
+
+
+def _end(
+    thread: threading.Thread, live=_LIVE, clock=time.monotonic, empty=queue.Empty, wait_s=_JOIN_S
+) -> None:
+    stop, q = live.pop(thread, (None, None))
+    if stop is None:
+        return
+    stop.set()
+    deadline = clock() + wait_s
+    while thread.is_alive() and clock() < deadline:
+        try:  # a full queue would block the thread's last put forever
+            while True:
                 q.get_nowait()
-            except queue.Empty:
-                break
+        except empty:
+            pass
+        thread.join(0.05)
 
 
 def _pool(workers: int):
@@ -170,6 +195,8 @@ def _pool(workers: int):
 
 @atexit.register
 def _shutdown() -> None:
+    for thread in list(_LIVE):  # iterators never closed (a loop left with `break`)
+        _end(thread)
     # Batches still in flight (read ahead of a loop that ended without closing its iterator)
     # hold shared memory: free it, or the resource tracker reports it leaked at exit.
     for future in list(_PENDING):

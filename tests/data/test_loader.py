@@ -219,9 +219,36 @@ def test_a_closed_thread_stream_ends_its_thread():
         time.sleep(0.01)
     time.sleep(0.1)
     assert computed == [0, 1, 2, 3]  # 1 and 2 queued, 3 waiting for room
-    it.close()
-    thread.join(10)
+    it.close()  # joins the thread
     assert not thread.is_alive() and computed == [0, 1, 2, 3]
+
+
+_EXIT_INSIDE_JAX = """
+import numpy as np, jax
+from chartjax.data import loader
+x = np.ones((64, 4096), np.float32)
+def batches():
+    while True:
+        yield jax.device_put(x)
+for i, _ in enumerate(loader.threaded(batches(), 2)):
+    if i == 20:
+        break  # the stream is left open: its thread is still putting the next batches
+"""
+
+
+def test_a_stream_left_open_is_ended_before_the_interpreter_finalizes():
+    """A daemon thread still inside JAX's C++ at finalization is unwound by pthread_exit and
+    the process aborts after its work is done ("terminate called ... exception not rethrown",
+    rc -6: a CI run's finished training run, its device prefetch never closed). Without the
+    join at exit this script aborts every time here."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _EXIT_INSIDE_JAX], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "terminate called" not in out.stderr
 
 
 _KILLED_CHILD = """
