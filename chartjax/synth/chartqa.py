@@ -1,7 +1,9 @@
 """ChartQA-style synthetic corpus in the ChartQA release layout (Masry et al., 2022).
 
     chartjax-synth chartqa --out DIR --train-charts N --val-charts M --test-charts K \\
-        [--seed S] [--questions 2] [--size 800x600] [--value-labels 10] [--workers W]
+        [--seed S] [--questions 2] [--size 800x600] [--value-labels 10] [--workers W] \\
+        [--kinds retrieval,max] [--types ...] [--max-categories 3] [--max-topics 4] \\
+        [--max-series 1] [--text-grid 32] [--tick-size 20]
 
 writes, for each split folder `train/`, `val/`, `test/` (the release's names; the builder reads
 `val/` as its `validation` split):
@@ -18,6 +20,13 @@ No `annotations/` (as the first public version). Stems follow the release's Stat
 `--questions` questions of distinct kinds per file, their answers computed from its table
 (chartqa_questions: retrieval, highest / lowest, greater, difference, sum, average).
 
+The bracketed options after `--workers` depart from ChartQA's mix for quick learning checks
+(tools/bench/benches.py's `chartqa_learning`): only these question kinds, chart types, at most so
+many categories, topics (chart_info_tables.synthesize) and series, the value and category
+labels on a lattice of that many pixels (chartjax-synth chart_info's `--text-grid`), and tick
+labels at a font size of their own, category names unrotated. Left out, each keeps the default
+corpus byte for byte.
+
 Determinism: chart i of a split draws everything from `SeedSequence([seed, split id, i])`, so
 the bytes depend on the seed alone, never on the worker count. The splits are written into
 `<out>.incomplete-*` beside `out` and moved into it when all are complete; a split folder of
@@ -33,6 +42,7 @@ import multiprocessing
 import os
 import secrets
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +69,13 @@ class ChartJob:
     size: tuple[int, int]
     questions: int
     value_labels: float | None
+    kinds: tuple[str, ...] = cq.KINDS
+    types: tuple[str, ...] = CHART_TYPES
+    max_categories: int | None = None
+    max_topics: int | None = None
+    max_series: int | None = None
+    text_grid: int = 0
+    tick_size: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +93,17 @@ def chart_rng(seed: int, folder: str, index: int) -> np.random.Generator:
 def make_chart(job: ChartJob) -> Chart:
     """Chart `job.index` of split `job.folder`: drawn, tabled and questioned."""
     rng = chart_rng(job.seed, job.folder, job.index)
-    chart_type = CHART_TYPES[int(rng.integers(len(CHART_TYPES)))]
-    max_series = 1 if rng.random() < 0.5 else None  # half are single-series (two_col_*)
+    chart_type = job.types[int(rng.integers(len(job.types)))]
+    max_series = 1 if rng.random() < 0.5 else job.max_series  # half are single-series (two_col_*)
     override = {"width": job.size[0], "height": job.size[1]}
     if job.value_labels:
         override["value_label_size"] = float(job.value_labels)
+    if job.text_grid:
+        override["text_grid"] = int(job.text_grid)
+    if job.tick_size:  # category names as large as the values, never slanted
+        override.update(tick_size=float(job.tick_size), cat_rotation=0)
     for _ in range(MAX_TABLES):
-        data = tb.synthesize(rng, chart_type, max_series=max_series)
+        data = tb.synthesize(rng, chart_type, job.max_categories, job.max_topics, max_series)
         for _ in range(chart_info.MAX_STYLES):
             style = dataclasses.replace(sample_style(rng, data), **override)
             try:
@@ -94,7 +115,7 @@ def make_chart(job: ChartJob) -> Chart:
                 tuple((c, *row) for c, row in zip(data.categories, data.cells)),
             )
             kind = "two_col" if len(data.series) == 1 else "multi_col"
-            qa = {s: cq.questions(rng, table, s, job.questions) for s in cq.SOURCES}
+            qa = {s: cq.questions(rng, table, s, job.questions, job.kinds) for s in cq.SOURCES}
             png = rgb_png(drawn.rgba())
             return Chart(f"{kind}_{job.index}", png, table, qa)
     raise ValueError(
@@ -168,12 +189,30 @@ def generate(
     value_labels: float | None = None,
     workers: int = 1,
     overwrite: bool = False,
+    kinds: Sequence[str] = cq.KINDS,
+    types: Sequence[str] | None = None,
+    max_categories: int | None = None,
+    max_topics: int | None = None,
+    max_series: int | None = None,
+    text_grid: int = 0,
+    tick_size: float | None = None,
 ) -> list[dict]:
     """Writes the requested splits under `out_dir`; returns one summary per split."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    if not 1 <= questions <= len(cq.KINDS):
-        raise ValueError(f"questions: 1 to {len(cq.KINDS)} per chart and file, got {questions}")
+    kinds = tuple(kinds)
+    if not kinds or set(kinds) - set(cq.KINDS) or len(set(kinds)) < len(kinds):
+        raise ValueError(f"kinds: distinct question kinds of {cq.KINDS}, got {kinds}")
+    if not 1 <= questions <= len(kinds):
+        raise ValueError(f"questions: 1 to {len(kinds)} per chart and file, got {questions}")
+    chart_types = CHART_TYPES if types is None else chart_info.parse_types(types)
+    if set(chart_types) - set(CHART_TYPES):
+        raise ValueError(f"types: ChartQA's generator draws {CHART_TYPES}, got {chart_types}")
+    tb.check_caps(max_categories, max_topics, max_series)
+    if not 0 <= text_grid <= 64:
+        raise ValueError(f"text_grid: a lattice side in pixels, 0 (off) to 64, got {text_grid}")
+    if tick_size is not None and not 0 < tick_size <= 72:
+        raise ValueError(f"tick_size: a point size in (0, 72], got {tick_size}")
     if min(size) < 64:
         raise ValueError(f"size: {size} is too small for a chart (at least 64 x 64 pixels)")
     counts = {"train": train_charts, "val": val_charts, "test": test_charts}
@@ -187,11 +226,12 @@ def generate(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.incomplete-{os.getpid()}-{secrets.token_hex(4)}")
     tmp.mkdir()
+    options = (kinds, chart_types, max_categories, max_topics, max_series, text_grid, tick_size)
     try:
         summaries = []
         for folder in folders:
             jobs = [
-                ChartJob(seed, folder, i, tuple(size), questions, value_labels)
+                ChartJob(seed, folder, i, tuple(size), questions, value_labels, *options)
                 for i in range(counts[folder])
             ]
             summaries.append(generate_split(tmp, jobs, workers))
@@ -234,6 +274,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="rendering processes")
     parser.add_argument("--overwrite", action="store_true", help="replace existing split folders")
+    parser.add_argument(
+        "--kinds",
+        type=lambda text: tuple(k.strip() for k in text.split(",")),
+        default=cq.KINDS,
+        help=f"comma-separated question kinds to ask (default: all, {','.join(cq.KINDS)})",
+    )
+    parser.add_argument(
+        "--types",
+        nargs="*",
+        default=None,
+        help=f"chart types to draw (default: all of {', '.join(CHART_TYPES)})",
+    )
+    parser.add_argument("--max-categories", type=int, default=None, help="cap on table rows")
+    parser.add_argument(
+        "--max-topics", type=int, default=None, help="topics from the first N built-in ones only"
+    )
+    parser.add_argument("--max-series", type=int, default=None, help="cap on series per chart")
+    parser.add_argument(
+        "--text-grid",
+        type=int,
+        default=0,
+        metavar="PIXELS",
+        help="value and category labels on this pixel lattice (chartjax-synth chart_info's "
+        "--text-grid; default 0, off)",
+    )
+    parser.add_argument(
+        "--tick-size",
+        type=float,
+        default=None,
+        metavar="POINTS",
+        help="tick labels at this font size, category names unrotated (default: the style's)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -248,6 +320,13 @@ def run(args: argparse.Namespace) -> int:
         value_labels=args.value_labels,
         workers=args.workers,
         overwrite=args.overwrite,
+        kinds=args.kinds,
+        types=args.types,
+        max_categories=args.max_categories,
+        max_topics=args.max_topics,
+        max_series=args.max_series,
+        text_grid=args.text_grid,
+        tick_size=args.tick_size,
     )
     print(json.dumps({"out": os.path.abspath(args.out), "splits": summaries}, indent=1))
     return 0

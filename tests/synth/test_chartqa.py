@@ -244,3 +244,38 @@ def test_answers_of_a_hand_made_table():
     assert 5 <= len(asked) <= 7 and len({q for q, _ in asked}) == len(asked)
     assert all(label for _, label in asked)
     assert len(chartqa_questions.questions(rng, table, "augmented", 2)) == 2
+
+
+def test_learning_options_restrict_the_corpus(tmp_path):
+    """The options of tools/bench/benches.py's `chartqa_learning`: only the kinds asked, one
+    series of at most 2 bars, every chart a two_col_ one; bad values are named."""
+    out = tmp_path / "lattice"
+    chartqa.generate(
+        out,
+        test_charts=3,
+        seed=SEED,
+        questions=1,
+        size=(576, 416),
+        kinds=("retrieval",),
+        types=["Grouped_vertical_bar"],
+        max_categories=2,
+        max_series=1,
+        value_labels=20,
+        text_grid=32,
+        tick_size=20,
+    )
+    assert sorted(p.stem for p in (out / "test/png").iterdir()) == [
+        f"two_col_{i}" for i in range(3)
+    ]
+    for source in chartqa_questions.SOURCES:
+        for e in _entries(out, "test", source):
+            header, table = _table(out / "test/tables" / f"{Path(e['imgname']).stem}.csv")
+            assert len(header) == 2 and len(table[header[1]]) <= 2
+            ((kind, series, a, _), *_) = _matches(e["query"], source, header, table)
+            assert kind == "retrieval" and Decimal(e["label"]) == table[series][a]
+    with pytest.raises(ValueError, match="kinds: distinct question kinds"):
+        chartqa.generate(tmp_path / "b", test_charts=1, kinds=("retrieval", "median"))
+    with pytest.raises(ValueError, match="questions: 1 to 2"):
+        chartqa.generate(tmp_path / "b", test_charts=1, questions=3, kinds=("max", "min"))
+    with pytest.raises(ValueError, match="ChartQA's generator draws"):
+        chartqa.generate(tmp_path / "b", test_charts=1, types=["Pie"])

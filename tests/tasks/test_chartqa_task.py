@@ -1,5 +1,5 @@
 """ChartQA fine-tuning (chartjax/tasks/chartqa/task.py) and DePlot on ChartQA tables
-(deplot_task.source = "chartqa"): the four recipes load, build their task and featurize a batch
+(deplot_task.source = "chartqa"): the five recipes load, build their task and featurize a batch
 of the chartqa builder's dummy data (a table-only build for DePlot), scoring the targets
 themselves perfectly; and one `chartjax-train` run of a tiny Pix2Struct on a generated
 `chartjax-synth chartqa` corpus writes the per-source relaxed accuracies (issue 41 items 4, 5)."""
@@ -22,12 +22,13 @@ from chartjax.tasks.core import seq2seq
 from tests.gin_configs.test_tasks import TASKS, recipe_kind
 from tests.tasks.tiny_recipes import P2S_TINY, recipe_batches
 
-QA_RECIPES = ("chartqa_matcha", "chartqa_pix2struct", "chartqa_matcha_eval")
+QA_RECIPES = ("chartqa_matcha", "chartqa_pix2struct", "chartqa_matcha_eval", "chartqa_lattice_toy")
 RECIPES = (*QA_RECIPES, "deplot_chartqa")
 INIT_FORMAT = {
     "chartqa_matcha": "t5x",
     "chartqa_pix2struct": "t5x",
     "chartqa_matcha_eval": "hf",
+    "chartqa_lattice_toy": "chartjax",  # from the chart -> table stage (benches.py chartqa_learning)
     "deplot_chartqa": "t5x",
 }
 

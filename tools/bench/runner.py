@@ -20,9 +20,11 @@ A bench names
 * and a check on the results (an ordering, a margin over the baseline).
 
 It prints the harness's one JSON object (tools/bench/harness.py); `results.commands` holds
-every command it ran, so each figure can be rerun by hand. The runner never steps an
-optimizer: every update is `chartjax-train`'s. Commands run from the current folder (the
-repository root: `tfds build tfds_builders/...`), with this Python's scripts first on PATH.
+every command it ran, so each figure can be rerun by hand, and `results.cpu_s` the user + system
+CPU seconds of the corpus build (about 0 when cached), each arm (its commands' process trees)
+and the baseline and check. The runner never steps an optimizer: every update is
+`chartjax-train`'s. Commands run from the current folder (the repository root: `tfds build
+tfds_builders/...`), with this Python's scripts first on PATH.
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ def run_arm(name: str, arm: Arm, bench: Bench, root: str, corpus: str | None, ex
     workdir = os.path.join(root, name)
     os.makedirs(workdir, exist_ok=True)
     log = os.path.join(root, f"{name}.log")
-    fill = {"corpus": corpus or "", "workdir": workdir}
+    fill = {"corpus": corpus or "", "workdir": workdir, "runs": root}
     arm = dataclasses.replace(
         arm,
         bindings=tuple(b.format(**fill) for b in arm.bindings),
@@ -176,16 +178,23 @@ def run(bench: Bench, workdir: str, cache: str, extra=(), arms=None, rerun=False
     if rerun:
         shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir, exist_ok=True)
+    cpu = {"start": harness.cpu_seconds()}  # user + system: the runner and its reaped children
     corpus, commands = prepare_corpus(bench, cache)
+    cpu["corpus"] = harness.cpu_seconds()
     results: dict = {"corpus": corpus, "commands": {"corpus": commands}, "arms": {}}
     for name in arms or bench.arms:
         results["arms"][name], results["commands"][name] = run_arm(
             name, bench.arms[name], bench, workdir, corpus, list(extra)
         )
+        cpu[name] = harness.cpu_seconds()
     if bench.baseline is not None and corpus:
         results["baseline"] = bench.baseline(corpus)
     if bench.check is not None:
         results["check"] = bench.check(results)
+    ends = [*cpu.values(), harness.cpu_seconds()]
+    names = [*list(cpu)[1:], "baseline_and_check"]
+    results["cpu_s"] = {n: round(b - a, 1) for n, a, b in zip(names, ends, ends[1:])}
+    results["cpu_s"]["total"] = round(ends[-1] - ends[0], 1)
     return results
 
 

@@ -36,6 +36,12 @@ step counts are guesses at what fits one 10-minute call):
   patch grid; tasks/chart_table_lattice_toy.gin from scratch) at 4x its width for 400 s, then
   the held-out charts (1,800 + 200). On the CPU it reads
   values after 3,000 steps but row labels only 17% of the time: how far does a GPU take it?
+* `chartqa` (issue 41, item 7): the CPU bench `chartqa_learning`'s two runs (chart -> table on
+  the build's charts, then ChartQA fine-tuning from it: tasks/chartqa_lattice_toy.gin, questions
+  rendered as headers above lattice charts) at the reading checks' GPU width for 180 s each, on
+  1,600 + 50 + 200 charts with 6 questions each; then `chartjax-eval` on the test charts.
+  `score` sets its relaxed accuracy against the bench's constant and question-only answers
+  (`baselines.json`, computed here), interval against interval.
 * The reading checks bring their held-out predictions back; `score` sets them against the
   constant tables `prepare` chose on the training tables (`baselines.json`), with the bench's
   metrics and CIs: RMS F1 without the title row, number cells read exactly.
@@ -62,8 +68,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUN_BUDGET_S = 540
 # Checks whose runs depend on the one before (a failure ends the check); elsewhere a failed
 # run (an out-of-memory batch, say) is a result and the next one runs.
-CHAINED = ("reading", "reading_lattice")
+CHAINED = ("reading", "reading_lattice", "chartqa")
 READING = ("reading", "reading_lattice")  # scored against constant tables (`score`)
+SCORED = (*READING, "chartqa")
 
 # The demo's corpus settings (chartjax.tools.demo).
 FIGUREQA_TRAIN, FIGUREQA_VAL = 2000, 250
@@ -82,7 +89,31 @@ READING_TRAIN, READING_HELDOUT, READING_VOCAB = 1800, 200, 1000
 # labels on Pix2Struct's patch grid at 256 patches.
 READING_LATTICE_CORPUS = {**READING_CORPUS, "size": (576, 416), "value_labels": 20, "text_grid": 32}
 READING_LATTICE_TRAIN = 1800
-BASELINES = "baselines.json"  # the constant tables the reading checks are scored against
+# The CPU bench `chartqa_learning`'s charts and questions (tools/bench/benches.py), 6 questions
+# a chart (each kind in both wordings) instead of 4: more questions, not more charts, fit the
+# upload (~23 KB a chart built: ~42 MB; the call carries ~60 MiB with the wheels and checkout).
+CHARTQA_CORPUS = {
+    "kinds": ("retrieval", "max", "min"),
+    "types": ("Grouped vertical bar",),
+    "size": (576, 416),
+    "max_categories": 3,
+    "max_topics": 4,
+    "max_series": 1,
+    "value_labels": 20,
+    "text_grid": 32,
+    "tick_size": 20,
+    "questions": 3,
+}
+CHARTQA_CHARTS = {"train_charts": 1600, "val_charts": 50, "test_charts": 200}
+# Its stage 1 (chart -> table) bindings, the bench's own (tools/bench/benches.py).
+CHARTQA_TABLE = (
+    "deplot_task.source = 'chartqa'",
+    "deplot_task.train_split = 'train'",
+    "deplot_task.eval_splits = ('validation',)",
+    "Features.max_target_len = 64",
+    "Decoding.max_decode_len = 64",
+)
+BASELINES = "baselines.json"  # the constant tables / answers the scored checks are set against
 CARRY_LIMIT = 64 * 2**20
 # Pix2Struct patches at patch_size 16: 2 + 16*16*3.
 PATCH_DIM = 770
@@ -223,6 +254,44 @@ def _reading_lattice(tiny: bool) -> list[dict]:
     ]
 
 
+def _chartqa(tiny: bool) -> list[dict]:
+    """The CPU bench `chartqa_learning`'s two runs at the reading checks' GPU width, 180 s each:
+    chart -> table on the build's charts (tasks/chart_table_lattice_toy.gin, the bench's
+    bindings), then ChartQA fine-tuning from it (tasks/chartqa_lattice_toy.gin, its 276-patch
+    geometry kept); then the test charts."""
+    from_bench = [b for b in CHARTQA_TABLE if not b.startswith("train.")]
+    size = (
+        READING_TINY_MODEL + ["train.num_train_steps = 2", "train.max_train_time_s = None"]
+        if tiny
+        else [
+            *READING_GPU_MODEL,
+            "train.global_batch_size = 64",
+            "schedule.peak = 0.003",
+            "train.num_train_steps = 20000",  # a bound: the time limit ends it first
+            "train.max_train_time_s = 180",
+        ]
+    )
+    common = ["VOCAB = '{data}/vocab/spm.model'", "DATA_DIR = '{data}/tfds'"]
+    common += ["Pix2StructConfig.vocab_size = {vocab_size}", *size, "train.progress = False"]
+    every = ["train.eval_every = 0", "train.final_eval = False"]
+    every += [f"train.checkpoint_every = {2 if tiny else 1000}"]
+    return [
+        {
+            "name": "stage1",
+            "tool": "train",
+            "gin_file": ["tasks/chart_table_lattice_toy.gin"],
+            "bindings": [*common, *from_bench, *every],
+        },
+        {
+            "name": "chartqa",
+            "tool": "train",
+            "gin_file": ["tasks/chartqa_lattice_toy.gin"],
+            "bindings": [*common, "INIT_PATH = '{stage1_checkpoint}'", *every],
+        },
+        {"name": "chartqa", "tool": "evaluate", "gin_file": [], "bindings": [], "split": "test"},
+    ]
+
+
 # (size file, patches, {remat policy: batch}); batches: the largest that XLA:CPU's compiled
 # memory analysis fits in 139 GB (the runner's `memory` bench, docs/memory.md).
 MEMORY_ROWS = (
@@ -272,6 +341,7 @@ CHECKS = {
     "figureqa": _figureqa,
     "reading": _reading,
     "reading_lattice": _reading_lattice,
+    "chartqa": _chartqa,
     # a call each: three compilations of a base or large train step take minutes
     "memory_base": lambda tiny: _memory(tiny, MEMORY_ROWS[:1]),
     "memory_large": lambda tiny: _memory(tiny, MEMORY_ROWS[1:]),
@@ -438,6 +508,43 @@ def prepare_data(check: str, data: str, tiny: bool) -> None:
         write_baselines(raw_train, os.path.join(data, "raw_heldout"), os.path.join(data, BASELINES))
         for split in ("train", "heldout"):
             shutil.rmtree(os.path.join(data, f"raw_{split}"), ignore_errors=True)
+    elif check == "chartqa":
+        prepare_chartqa(data, tiny)
+
+
+def prepare_chartqa(data: str, tiny: bool) -> dict:
+    """The ChartQA check's build (`tfds build tfds_builders/chartqa`), its vocabulary (the
+    training tables, one piece per digit) and `baselines.json` (the bench's constant and
+    question-only answers, tools/bench/baselines.chartqa_answers); the raw charts are dropped."""
+    import glob as glob_
+
+    from chartjax.synth import chartqa
+    from chartjax.tools import train_vocab
+    from chartjax.tools.bench import baselines
+
+    raw = os.path.join(data, "raw")
+    charts = {"train_charts": 8, "val_charts": 2, "test_charts": 4} if tiny else CHARTQA_CHARTS
+    chartqa.generate(raw, seed=1, workers=2, overwrite=True, **charts, **CHARTQA_CORPUS)
+    tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")
+    build = [tfds_cli, "build", "tfds_builders/chartqa", f"--manual_dir={raw}"]
+    subprocess.run([*build, f"--data_dir={os.path.join(data, 'tfds')}"], check=True, cwd=ROOT)
+    texts = []
+    for path in sorted(glob_.glob(os.path.join(raw, "train", "tables", "*.csv"))):
+        with open(path, encoding="utf-8") as f:
+            texts.append(f.read())
+    os.makedirs(os.path.join(data, "vocab"), exist_ok=True)
+    train_vocab.train(
+        texts,
+        os.path.join(data, "vocab", "spm"),
+        vocab_size=READING_VOCAB,
+        hard_vocab_limit=False,
+        split_digits=True,
+    )
+    answers = baselines.chartqa_answers(data)
+    with open(os.path.join(data, BASELINES), "w", encoding="utf-8") as f:
+        json.dump(answers, f, indent=1)
+    shutil.rmtree(raw, ignore_errors=True)
+    return answers
 
 
 def write_baselines(raw_train: str, raw_heldout: str, path: str, seed: int = 0) -> dict:
@@ -459,7 +566,8 @@ def write_baselines(raw_train: str, raw_heldout: str, path: str, seed: int = 0) 
 def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
     """A reading check's held-out predictions (as `run` brought them back) against the constant
     tables, as tools/bench/benches.py's `reading` scores its runs: RMS F1 without the title row and number
-    cells read exactly, each with the paired bootstrap 95% CI of the margin over charts."""
+    cells read exactly, each with the paired bootstrap 95% CI of the margin over charts; the
+    ChartQA check's test relaxed accuracy against the constant and question-only answers."""
     from chartjax.tools.bench import baselines as bench_baselines
 
     with open(os.path.join(data, BASELINES), encoding="utf-8") as f:
@@ -474,6 +582,9 @@ def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
         if not found:
             raise FileNotFoundError(f"{root}: no step_<N> predictions")
         n = found[-1]
+        if check == "chartqa":
+            out["runs"][step["name"]] = {"step": n, **_chartqa_score(root, n, baselines)}
+            continue
         out["runs"][step["name"]] = {
             "step": n,
             "reads_values": bench_baselines.reads_values(workdir, n, baselines, seed),
@@ -482,6 +593,18 @@ def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
     with open(os.path.join(result_dir, "score.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
     return out
+
+
+def _chartqa_score(root: str, step: int, baselines: dict) -> dict:
+    """The test split's relaxed accuracy against the constant and question-only answers, as
+    tools/bench/benches.py's `chartqa_learning` checks it."""
+    from chartjax.tools.bench import benches
+
+    with open(os.path.join(root, f"step_{step}", "metrics.json"), encoding="utf-8") as f:
+        m = json.load(f)["metrics"]
+    model = {k: v for k, v in m.items() if k.startswith("relaxed_accuracy")}
+    results = {"arms": {"qa": {"eval": {"test": m}}}, "baseline": baselines}
+    return {"model": model, **benches.chartqa_check(results)}
 
 
 def _size(path: str) -> int:
@@ -511,7 +634,7 @@ def device_call(check: str, data: str) -> dict:
         "--target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 || exit; "
         f"python3 tools/gpu/checks.py run {check} --data {rel} --out $OUT/{check}"
     )
-    carry = [".whl"] + ([rel] if check in ("figureqa", *READING) else [])
+    carry = [".whl"] + ([rel] if check in ("figureqa", *SCORED) else [])
     return {"command": command, "carry": carry, "timeout_s": 600}
 
 
@@ -520,7 +643,7 @@ def main(argv_=None) -> int:
     sub = p.add_subparsers(dest="verb", required=True)
     for verb in ("prepare", "run", "score"):
         s = sub.add_parser(verb)
-        s.add_argument("check", choices=sorted(READING if verb == "score" else CHECKS))
+        s.add_argument("check", choices=sorted(SCORED if verb == "score" else CHECKS))
         s.add_argument("--data", help="the check's data folder (default runs/gpu/CHECK)")
         s.add_argument("--tiny", action="store_true", help="CPU smoke sizes (the test's)")
         if verb == "run":

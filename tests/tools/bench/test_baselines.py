@@ -73,3 +73,96 @@ def test_number_cells_are_matched_by_row_label_then_position():
     assert lc.number_cells_exact("", NC_TARGET) == (0, 2)
     rates = lc.number_cell_rates(["Year | Sales\n2001 | 12.5\n2002 | 7", ""], [NC_TARGET] * 2)
     assert rates.tolist() == [1.0, 0.0]
+
+
+# ---------------------------------------------------------------- ChartQA -------------------
+
+# (table, human (query, label), augmented (query, label)) per chart of a ChartQA-layout folder.
+CHARTQA = {
+    "train": [
+        ("Year,Sales\n2001,10\n2002,20\n", ("What was Sales in 2001?", "10"),
+         ("Which year has the highest Sales?", "2002")),
+        ("Country,Sales\nPeru,100\nChile,50\n", ("What was Sales in Chile?", "50"),
+         ("Which country has the highest Sales?", "Peru")),
+        ("Country,Sales\nPeru,52\nChile,200\n", ("What was Sales in Peru?", "52"),
+         ("Which country has the highest Sales?", "Chile")),
+        ("Country,Sales\nPeru,300\nChile,9\n", ("What was Sales in Peru?", "300"),
+         ("Which country has the highest Sales?", "Peru")),
+    ],
+    "test": [
+        ("Country,Sales\nChile,51\nPeru,7\n", ("What was Sales in Chile?", "51"),
+         ("Which country has the highest Sales?", "Chile")),
+        ("Country,Sales\nPeru,50\nChile,3\n", ("What was Sales in Peru?", "50"),
+         ("Which country has the highest Sales?", "Peru")),
+        ("Month,Sales\nJan,5\nFeb,4\n", ("Which month has the lowest Sales?", "Feb"),
+         ("What was Sales in Jan?", "5")),
+    ],
+}  # fmt: skip
+
+
+def _chartqa_corpus(root) -> str:
+    import json
+
+    for folder, charts in CHARTQA.items():
+        (root / "raw" / folder / "tables").mkdir(parents=True)
+        qa = {"human": [], "augmented": []}
+        for i, (table, human, augmented) in enumerate(charts):
+            (root / "raw" / folder / "tables" / f"two_col_{i}.csv").write_text(table)
+            for source, (query, label) in (("human", human), ("augmented", augmented)):
+                qa[source].append({"imgname": f"two_col_{i}.png", "query": query, "label": label})
+        for source, rows in qa.items():
+            (root / "raw" / folder / f"{folder}_{source}.json").write_text(json.dumps(rows))
+    return str(root)
+
+
+def test_chartqa_templates_and_relaxed_mode():
+    assert lc.question_template("What was Sales in Peru?", ["Peru", "Chile"]) == (
+        "What was Sales in {}?"
+    )
+    assert lc.question_template("Is East Asia big?", ["Asia", "East Asia"]) == "Is {} big?"
+    assert lc.question_template("Janitors in Jan?", ["Jan"]) == "Janitors in {}?"  # whole words
+    # 50 and 52 are each within 5% of both; the tie goes to the first in sorted order
+    assert lc.relaxed_mode(["10", "50", "52", "300"]) == "50"
+    assert lc.relaxed_mode(["Peru", "Chile", "Peru"]) == "Peru"
+    assert lc.relaxed_mode(["Peru", "50", "52"], candidates=["Peru", "300"]) == "Peru"
+
+
+def test_chartqa_constant_and_question_only_answers(tmp_path):
+    """By hand: the constant "50" (within 5% of 51 and 50: human 2/3, augmented 0); the
+    question-only answers "50" for "What was Sales in {}?" (train 10, 50, 52, 300), "Peru" for
+    the country's highest (Peru, Chile, Peru) and, for the month template training never saw,
+    the training answers' relaxed mode "50": human 51 ok, 50 ok, Feb no; augmented Chile no,
+    Peru ok, 5 no."""
+    from chartjax.metrics.classification import wilson_interval
+
+    out = lc.chartqa_answers(_chartqa_corpus(tmp_path))
+    const, qo = out["constant"], out["question_only"]
+    assert out["heldout_questions"] == 6
+    assert const["answer"] == "50"
+    assert (const["relaxed_accuracy_human"], const["relaxed_accuracy_augmented"]) == (2 / 3, 0.0)
+    assert const["relaxed_accuracy"] == pytest.approx(1 / 3)
+    assert (qo["templates"], qo["unseen_templates"]) == (3, 1)
+    assert (qo["relaxed_accuracy_human"], qo["relaxed_accuracy_augmented"]) == (2 / 3, 1 / 3)
+    assert qo["relaxed_accuracy"] == pytest.approx(0.5)
+    low, high = wilson_interval(2, 3)
+    assert (qo["relaxed_accuracy_human_ci95_low"], qo["relaxed_accuracy_human_ci95_high"]) == (
+        pytest.approx(low),
+        pytest.approx(high),
+    )
+    assert qo["relaxed_accuracy_ci95_low"] < 0.5 < qo["relaxed_accuracy_ci95_high"]
+
+
+def test_chartqa_check_needs_the_interval_above_both_baselines():
+    from chartjax.tools.bench import benches
+
+    def res(low):
+        model = {"relaxed_accuracy_ci95_low": low}
+        base = {
+            "constant": {"relaxed_accuracy_ci95_high": 0.1},
+            "question_only": {"relaxed_accuracy_ci95_high": 0.2},
+        }
+        return {"arms": {"qa": {"eval": {"test": model}}}, "baseline": base}
+
+    assert benches.chartqa_check(res(0.25))["holds"]
+    got = benches.chartqa_check(res(0.15))
+    assert got["above"] == {"constant": True, "question_only": False} and not got["holds"]

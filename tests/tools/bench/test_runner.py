@@ -42,6 +42,7 @@ def test_runner_trains_through_the_product_and_reads_its_logs(tmp_path, capsys):
     assert t5["train"]["median_step_s"] > 0 and t5["train"]["median_input_wait_fraction"] >= 0
     assert set(t5["eval"]["validation"]) == {"step", "num_examples", "token_accuracy"}
     assert res["baseline"] == {"made": "1"} and res["check"] == {"steps": 2}
+    assert res["cpu_s"]["total"] >= res["cpu_s"]["t5"] > 0  # the arm's process tree counts
     assert res["commands"]["t5"][0][1:3] == ["-m", "chartjax.tools.train"]
     # a second bench of the same corpus commands reuses the build
     assert runner.prepare_corpus(tiny, str(tmp_path / "c"))[0] == res["corpus"]
