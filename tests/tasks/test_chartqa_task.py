@@ -57,6 +57,15 @@ def test_question_records_carry_their_source_and_skip_left_out_sources():
         chartqa_task.make_task(protocol="nope", features=seq2seq.Features(vocab_file="x"))
 
 
+def test_inference_reads_the_question_under_chartqa_and_plotqa_names():
+    from chartjax.inference.prompts import render_prompt
+    from chartjax.tasks.chartqa import INFERENCE
+
+    for name in ("question", "query", "question_string"):  # ours, ChartQA's, PlotQA's
+        fields = {name: "Which year?", "answer": "2019"}
+        assert render_prompt("{question}", fields, "row 1", INFERENCE.field_aliases) == "Which year?"
+
+
 def test_chartqa_table_as_deplot_target():
     csv_text = '\ufeffYear,Online,In store\n2019,10.0,nan\n\n2020,"1,5",90.0\n'
     assert deplot.chartqa_table_target(csv_text.lstrip("\ufeff")) == (

@@ -27,7 +27,9 @@ INFERENCE = InferenceSpec(
     default_template="chartqa",
     templates={"chartqa": "{question}"},
     target_field="answer",
-    field_aliases={"question": ("query",)},  # ChartQA's own files call the question `query`
+    # ChartQA's own files call the question `query`, PlotQA's (and its TFDS records)
+    # `question_string`: matcha-plotqa checkpoints answer through this task too
+    field_aliases={"question": ("query", "question_string")},
 )
 
 # The evaluation protocols ChartQA numbers come from, by the name `--compat` takes. `scoring`
