@@ -63,12 +63,12 @@ lint: $(STAMP)
 test: $(STAMP) chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile --durations=15
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 # The fast tier while you work: units, metrics, builders and the structural recipe checks; every
-# test marked `slow` (training runs, several processes, no-TensorFlow runs) left out.
+# test marked `slow` (training runs, model and parity runs, several processes) left out.
 test-fast: $(STAMP)
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile -m "not slow" --durations=10
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not slow" --durations=10
 
 # Every lock resolved anew from pyproject.toml's ranges, and docs/environment.md's table.
 lock:
@@ -85,7 +85,7 @@ test-latest: chromium
 	$(LATEST)/venv/bin/python -m chartjax.tools.nltk_data
 	$(LATEST)/venv/bin/python tools/lock.py --out $(LATEST)/requirements --no-docs
 	$(LATEST)/venv/bin/pip list --format=freeze > $(LATEST)/installed.txt
-	$(LATEST)/venv/bin/pytest -q -n 2 --dist loadfile --durations=15
+	$(LATEST)/venv/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 bench: $(STAMP)
 	$(PY) -m chartjax.tools.bench.input --with-step

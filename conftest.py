@@ -35,6 +35,24 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
+# A `slow` test (a training run, several processes) costs about as much as this many others.
+_SLOW_WEIGHT = 25
+
+
+def pytest_collection_modifyitems(config, items):
+    """The heaviest test files first. `make test` hands whole files to the two workers in
+    collection order (`--dist loadfile --no-loadscope-reorder`); xdist's own order (most tests
+    first) ran the few-test, many-process files last, one worker busy for minutes while the
+    other idled. A file's weight: its slow tests x _SLOW_WEIGHT + its other tests. A stable
+    sort: the tests of a file keep their order."""
+    weight, first = {}, {}
+    for i, item in enumerate(items):
+        slow = item.get_closest_marker("slow") is not None
+        weight[item.path] = weight.get(item.path, 0) + (_SLOW_WEIGHT if slow else 1)
+        first.setdefault(item.path, i)
+    items.sort(key=lambda item: (-weight[item.path], first[item.path]))
+
+
 def pytest_unconfigure(config):
     if _OWN_CACHE is not None:
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)

@@ -63,6 +63,7 @@ def deplot_run(ckpts, vocab_file, tmp_path_factory) -> str:
     return str(run)
 
 
+@pytest.mark.slow
 def test_deplot_predictions_equal_chartjax_infer_from_each_format(
     ckpts, deplot_run, vocab_file, images, tmp_path, capsys
 ):
@@ -100,6 +101,7 @@ def test_deplot_predictions_equal_chartjax_infer_from_each_format(
     assert model.predict(paths[1], **SETTINGS).attrs["title"] == want[1]["table"]["title"]
 
 
+@pytest.mark.slow
 def test_text_predictions_equal_chartjax_infer(ckpts, vocab_file, tmp_path, capsys):
     rows = [
         {"id": "c1", "claim": "Votes rose.", "caption": "Votes 2019", "target": "Yes"},
@@ -165,6 +167,7 @@ def test_classifier_predictions_equal_chartjax_infer(tmp_path, capsys):
     ]
 
 
+@pytest.mark.slow
 def test_one_model_gives_one_answer_with_the_checkpoints_own_settings(
     ckpts, deplot_run, vocab_file, images, tmp_path, capsys
 ):

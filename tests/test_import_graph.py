@@ -16,6 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 # Source folder -> package name as installed (setup.py maps tools/ and gin_configs/).
 TREES = {
@@ -204,6 +206,7 @@ def test_no_import_cycles():
     assert not cycles, f"{len(cycles)} import cycle(s):\n  " + "\n  ".join(cycles)
 
 
+@pytest.mark.slow
 def test_models_and_sharding_import_neither_gin_nor_tensorflow():
     modules = sorted(
         m

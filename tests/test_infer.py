@@ -216,6 +216,7 @@ def rows_of(out_dir) -> list[dict]:
 
 
 @pytest.mark.parametrize("fmt", ["t5x", "hf", "chartjax", "run"])
+@pytest.mark.slow
 def test_deplot_every_format_equals_direct_greedy(
     fmt, ckpts, vocab_file, images, deplot_reference, tmp_path, capsys
 ):
@@ -418,6 +419,7 @@ def test_bad_vocab_format_and_family(ckpts, vocab_file, images, tmp_path, capsys
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_text_task_from_jsonl(ckpts, t5_model, vocab, vocab_file, tmp_path, capsys):
     rows = [
         {
@@ -561,6 +563,7 @@ def test_chartcheck_tfds_split(ckpts, p2s, vocab, vocab_file, tmp_path, capsys):
     assert [r["prediction"] for r in rows] == ref_greedy(p2s, vocab, [w[3] for w in want])
 
 
+@pytest.mark.slow
 def test_beam_search_returns_top_beam(ckpts, p2s, vocab, vocab_file, images, tmp_path, capsys):
     header = "Which year had the most sales?"
     run_infer(

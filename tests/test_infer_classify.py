@@ -99,6 +99,7 @@ def _hf_logits(family, path):
 
 
 @pytest.mark.parametrize("family", ["deberta", "tapas"])
+@pytest.mark.slow
 def test_classify_scores_equal_hf(family, ckpts, inputs, tmp_path, capsys):
     field = ["--pair_template", "{table}"] if family == "deberta" else ["--table_field", "table"]
     args = ["--task", "classify", "--template", "{claim}", *field, "--inputs", inputs]
@@ -145,6 +146,7 @@ def test_tapas_bad_input_stops_or_is_skipped(ckpts, tmp_path, capsys):
     assert summary["skipped"] == 1 and summary["examples"] == 2
 
 
+@pytest.mark.slow
 def test_bart_text_equals_hf_generate(ckpts, inputs, tmp_path, capsys):
     path = ckpts["bart"]
     summary = run_infer(

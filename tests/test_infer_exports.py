@@ -49,6 +49,7 @@ def with_vocab(ckpts, vocab_file, images, tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("fmt", ["hf", "chartjax"])
+@pytest.mark.slow
 def test_an_export_needs_no_vocab_flag(
     fmt, ckpts, vocab_file, images, with_vocab, tmp_path, capsys
 ):

@@ -85,6 +85,7 @@ def _eval_rows(run: Path, split: str) -> dict[str, dict]:
     return {r["id"]: r for r in prediction_files.read_jsonl(path)}
 
 
+@pytest.mark.slow
 def test_load_and_infer_answer_as_chartjax_eval(run, tmp_path, capsys):
     model = chartjax.load(str(run))
     assert model.task == "figureqa"  # the run's task, not to be named

@@ -72,6 +72,7 @@ def _hf_generate(model, proc, chart, question, **kw):
 
 
 @pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.slow
 def test_predict_equals_hf_generate_greedy(text, folders, charts):
     path, ref = folders[text]
     model = chartjax.load(path, dtype="float32")

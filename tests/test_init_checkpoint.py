@@ -50,6 +50,7 @@ def straight(tmp_path_factory):
 
 
 @pytest.mark.parametrize("layout", ["kvstore"])
+@pytest.mark.slow
 def test_two_steps_from_tiny_t5x_checkpoint(tmp_path, layout, straight):
     model = t5.build(tiny.tiny_t5(**ONE), 7)
     ckpt = tmp_path / "checkpoint_1000"
@@ -71,6 +72,7 @@ def test_init_checkpoint_errors(tmp_path):
         _run(tmp_path / "x", ["include 'init/t5x.gin'", f"INIT_PATH = '{tmp_path}/nope'"])
 
 
+@pytest.mark.slow
 def test_zero_shot_evaluation_of_the_init_weights(tmp_path):
     """No training run: `evaluate` scores the T5X weights as they are, at step 0."""
     from chartjax import evaluate as eval_lib
@@ -116,6 +118,7 @@ def test_evaluate_without_checkpoint_or_init_fails(tmp_path):
         gin.clear_config()
 
 
+@pytest.mark.slow
 def test_adafactor_run_resumes_to_the_same_parameters(tmp_path, straight):
     """2 + 2 steps with a restart equal 4 straight steps under Adafactor (whose optimizer state
     holds optax's EmptyState nodes, which the shardings tree must keep as nodes)."""

@@ -42,6 +42,7 @@ def test_the_old_names_are_not_new_ones():
     assert all(o.startswith(("chartjax.tasks.", "chartjax.models.")) for o in MOVED)
 
 
+@pytest.mark.slow
 def test_a_fresh_process_imports_old_names_and_gin_binds_them():
     """As a run's config.gin does, first thing in a process: `import <old>` in a gin file, a
     binding qualified by the old module, and `from <old> import name`."""

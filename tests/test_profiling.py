@@ -40,6 +40,7 @@ def _run(workdir, extra):
         gin.clear_config()
 
 
+@pytest.mark.slow
 def test_profile_steps_write_an_xplane_and_a_perfetto_trace(tmp_path):
     out = _run(tmp_path / "run", ["train.profile_steps = (2, 3)"])
     assert out["step"] == 4
@@ -115,6 +116,7 @@ def test_step_clock_counts_input_wait_and_leaves_out_pauses():
     assert paused["step_s"] < 0.1  # the 0.1 s pauses are left out
 
 
+@pytest.mark.slow
 def test_compile_only_writes_memory_and_flops_and_trains_nothing(tmp_path, capsys):
     workdir = tmp_path / "compiled"
     gin.clear_config()

@@ -29,6 +29,7 @@ RULES = (("batch", "data"), ("length", None), ("embed", None), ("mlp", "model"))
         ("tensor_parallel", PartitionSpec("data", None, "model")),
     ],
 )
+@pytest.mark.slow
 def test_constrained_forward_equals_plain(preset, logits_spec):
     if jax.device_count() < 8:
         pytest.skip("needs the 8 simulated CPU devices of the root conftest")
@@ -83,6 +84,7 @@ def test_constrain_applies_inside_activate_only():
     assert mesh_lib.activate is sharding.activate and mesh_lib.constrain is sharding.constrain
 
 
+@pytest.mark.slow
 def test_model_constraints_apply_without_chartjax_mesh_or_gin():
     """The GPU machine imports the models without chartjax.mesh (and has no gin): the T5
     activations are still constrained inside `activate`."""

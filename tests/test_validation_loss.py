@@ -36,6 +36,7 @@ BINDINGS = [
 ]
 
 
+@pytest.mark.slow
 def test_validation_loss_is_logged_and_chooses_the_lowest_step(tmp_path):
     workdir = tmp_path / "run"
     gin.clear_config()
@@ -72,6 +73,7 @@ def _mesh():
     return mesh_lib.make_mesh((1, 1), devices=jax.devices()[:1])
 
 
+@pytest.mark.slow
 def test_a_best_metric_the_split_does_not_give_is_said_not_silent(tmp_path):
     gin.clear_config()
     config_lib.parse_gin(

@@ -142,6 +142,7 @@ def test_a_damaged_lock_is_refused_in_one_line(tmp_path, capsys, damage):
     assert err.count("\n") == 1 and sorted(os.listdir(run)) == [workdir_lock.LOCK_FILE]
 
 
+@pytest.mark.slow
 def test_a_stale_lock_is_taken_over_and_a_changed_config_refused_unless_allowed(
     tmp_path, capsys, warnings
 ):

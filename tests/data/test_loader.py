@@ -347,6 +347,7 @@ def _dies_on_second(chunk):
     return {"i": np.int32(chunk[0])}
 
 
+@pytest.mark.slow
 def test_a_dead_worker_is_one_error_whichever_call_meets_it():
     """`pool.submit` raises BrokenProcessPool too once a worker has died between batches; it
     used to escape the `try` that words it (issue 44 item 13)."""

@@ -96,6 +96,7 @@ def bound(name: str, default=None):
 
 
 @pytest.mark.parametrize("recipe", MATCHA_FINETUNE)
+@pytest.mark.slow
 def test_matcha_finetuning_steps_as_hf_adafactor_on_weights_of_any_scale(recipe):
     load(recipe)
     assert bound("make_optimizer.name") == "adafactor_hf"
@@ -237,6 +238,7 @@ def _records(golds):
 
 
 @pytest.mark.parametrize("recipe", FLAN_PROMPTED + FLAN_FINETUNE[:2])
+@pytest.mark.slow
 def test_flan_verdicts_skip_outputs_with_neither_word_and_say_how_many(recipe):
     load(recipe)
     assert bound("chartcheck_task.drop_unparseable") is True

@@ -62,6 +62,7 @@ def _assert_same(a: dict, b: dict):
         np.testing.assert_array_equal(fa[k], fb[k], err_msg=k)
 
 
+@pytest.mark.slow
 def test_init_from_params_and_run_checkpoints(saved):
     model, params_dir, run = saved
     want = nnx.to_pure_dict(nnx.state(model, nnx.Param))
@@ -210,6 +211,7 @@ def test_saved_gin_errors_name_the_file(tmp_path, text, message):
     assert str(path) in str(err.value)
 
 
+@pytest.mark.slow
 def test_restore_for_prediction_reads_all_but_the_optimizer(tmp_path):
     """A saved Adam run state comes back under an identity-optimizer spec, placed as the spec
     says (fsdp over 8 devices), with BatchNorm statistics, step and rng; params alone too."""

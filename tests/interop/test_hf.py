@@ -207,6 +207,7 @@ def test_teacher_forced_logits_match(case):
     assert np.abs(case["logits"][v] - ref[v]).max() <= TOL
 
 
+@pytest.mark.slow
 def test_greedy_ids_identical(case):
     ours, _ = decoding.greedy_decode(case["model"], case["ours"], max_decode_len=MAX_NEW)
     # HF 5.24 sizes its KV cache by num_layers and fails when the decoder is deeper (IndexError in

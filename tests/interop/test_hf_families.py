@@ -57,6 +57,7 @@ def _convert(capsys, *argv):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_hf_chartjax_hf_bin_round_trip_is_exact(family, ckpts, tmp_path, capsys):
     src = ckpts[family]
     cj, back, binary = tmp_path / "cj", tmp_path / "hf", tmp_path / "bin"

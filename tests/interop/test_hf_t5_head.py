@@ -92,6 +92,7 @@ def _logits_ours(model, enc, dec):
     "kind, head",
     [("tied", (True, False)), ("untied", (False, None)), ("untied_scaled", (False, True))],
 )
+@pytest.mark.slow
 def test_hf5_save_loads_as_hf5_built_it(tmp_path, kind, head):
     ref = _hf_t5(kind)
     ref.save_pretrained(tmp_path / "hf")

@@ -149,6 +149,7 @@ def test_preprocessing_matches_keras_and_torchvision():
     )
 
 
+@pytest.mark.slow
 def test_full_notop_file_matches_keras_forward(tmp_path):
     """A full-shape notop file of a randomly initialised Keras VGG16, in the real file's layout;
     Keras itself reads it back (VGG16(weights=path)), and its pool5 on a random 320 x 480 image

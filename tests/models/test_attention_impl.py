@@ -352,6 +352,7 @@ def test_cudnn_close_to_einsum_bf16(family):
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.slow
 def test_cpu_composite_equals_jax_dot_product_attention(is_causal):
     """`layers.xla_attention_4d` (the "dot_product" path on CPU) is JAX's XLA composite: bias,
     padding mask with a fully masked row, causality and a scale, fp32 outputs and gradients."""

@@ -47,6 +47,7 @@ def free_run(setup):
     return np.asarray(toks), np.asarray(scores)
 
 
+@pytest.mark.slow
 def test_greedy_is_argmax_of_teacher_forcing_and_scores_are_logprobs(setup, free_run):
     model, batch = setup
     toks, scores = free_run
@@ -114,6 +115,7 @@ def test_beam_length_penalty_formula():
     assert float(decoding.brevity_penalty(3, 0.0)) == 1.0
 
 
+@pytest.mark.slow
 def test_sampling_top_k(setup, free_run):
     model, batch = setup
     k1, _ = decoding.sample_decode(

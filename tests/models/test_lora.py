@@ -108,6 +108,7 @@ def _lora_fn(family, cfg=CFG):
 
 
 @pytest.mark.parametrize("family", sorted(BUILD))
+@pytest.mark.slow
 def test_adapters_start_at_the_base_output_and_merge_exactly(family):
     batch = {k: jnp.asarray(v) for k, v in _batch(family).items()}
     model = BUILD[family](nnx.Rngs(0))
@@ -168,6 +169,7 @@ def _opt_values(opt_state) -> int:
 
 
 @pytest.mark.parametrize("family", ["deberta"])  # T5: the gin run below
+@pytest.mark.slow
 def test_training_moves_adapters_only_and_merges(family):
     spec, labels, first, state = _run(_lora_fn(family), family)
     moved = _check_frozen(labels, first, state["params"])
@@ -184,6 +186,7 @@ def test_training_moves_adapters_only_and_merges(family):
     )
 
 
+@pytest.mark.slow
 def test_freezing_by_pattern_without_lora():
     spec, labels, first, state = _run(
         BUILD["pix2struct"], "pix2struct", labels_kw=dict(freeze=("^encoder[.]",))
@@ -223,6 +226,7 @@ def test_a_pattern_that_matches_nothing_is_named():
         lora.LoraConfig(rank=0)
 
 
+@pytest.mark.slow
 def test_gin_run_saves_adapters_resumes_and_converts_merged(tmp_path, capsys):
     """peft/lora.gin on the T5 smoke recipe: the checkpoint holds the adapters (and optimizer
     state for them only), a longer rerun resumes from it and moves the adapters alone (the base

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from tests.models import mini_rn as fs
 
@@ -23,6 +24,7 @@ def _batch(tokens, lengths, b=None):
     }
 
 
+@pytest.mark.slow
 def test_mini_rn_question_is_the_state_after_the_last_real_token():
     params, _ = _mini()
     padded = fs.mini_question(
@@ -37,6 +39,7 @@ def test_mini_rn_question_is_the_state_after_the_last_real_token():
     assert logits.shape == (2, 2)
 
 
+@pytest.mark.slow
 def test_mini_rn_batchnorm_running_averages():
     params, state = _mini()
     batch = _batch([[1, 5, 2]] * 4, [3] * 4)

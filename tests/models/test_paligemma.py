@@ -77,6 +77,7 @@ def test_suffix_is_causal_and_prefix_bidirectional():
     assert np.abs(out[:, 0] - base[:, 0]).max() > 1e-6
 
 
+@pytest.mark.slow
 def test_remat_and_lora_keep_the_forward_pass():
     batch = _batch(np.random.default_rng(2).integers(3, 60, (1, N_PREFIX + N_SUFFIX)))
 

@@ -111,6 +111,7 @@ def greedy(family):
 
 
 @pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.slow
 def test_greedy_matches_hf_left_and_right_padded(text, family, greedy):
     model, _ = family[text]
     ref, scores, got = greedy[text]
@@ -192,6 +193,7 @@ def test_sampling_limits_equal_greedy(family, greedy):
     assert hot.shape == want.shape and (hot != want).any()
 
 
+@pytest.mark.slow
 def test_decoding_over_a_data_parallel_mesh(family, greedy):
     model, _ = family["gemma"]
     pixels, _, right, _ = prompts()

@@ -60,6 +60,7 @@ def _forward(model, inputs):
 
 
 @pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.slow
 def test_logits_and_loss_match_hf(text, folders):
     path, ref, ref_loss = folders[text]
     cfg = hf.read_config(path)  # the dispatch `hf_model_config` and `chartjax-infer` use

@@ -42,6 +42,7 @@ def test_paper_sizes():
     assert objs.shape == (2, 64, 66)  # 64 objects of 64 channels + (row, col)
 
 
+@pytest.mark.slow
 def test_first_g_layer_equals_dense_on_concatenated_pairs():
     cfg = rn.RNConfig(
         vocab_size=16, image_size=16, conv_layers=2, conv_channels=4, lstm_dim=3, g_dim=5

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 
 from chartjax.models import relation_network as rn
@@ -26,6 +27,7 @@ def _lstm_by_hand(cell: nnx.LSTMCell, x: np.ndarray) -> tuple[np.ndarray, np.nda
     return carry
 
 
+@pytest.mark.slow
 def test_question_state_is_the_state_at_the_last_real_token():
     cfg = rn.RNConfig(kind="text_only", vocab_size=16, embed_dim=5, lstm_dim=4, f_dim=8)
     m = rn.build(cfg, rngs=nnx.Rngs(0))
@@ -46,6 +48,7 @@ def _one_conv(size=8, channels=2):
     return cfg, rn.ConvStack(cfg, glorot=True, rngs=nnx.Rngs(0))
 
 
+@pytest.mark.slow
 def test_image_reaches_the_convs_scaled_to_unit_range():
     # Kernel = centre tap of the red channel, zero bias; BN at its initial state (mean 0, var 1)
     # in eval mode: the output is relu(red / 255) / sqrt(1 + eps) at the stride-2 centres. A
@@ -91,6 +94,7 @@ def test_batchnorm_train_updates_running_stats_and_eval_uses_them():
     np.testing.assert_array_equal(norm.mean[...], ra_mean)
 
 
+@pytest.mark.slow
 def test_running_stats_are_updated_by_a_jitted_training_step():
     """The statistics eval uses must be the ones training wrote (nnx.jit carries BatchStat)."""
     cfg = rn.RNConfig(kind="cnn_lstm", vocab_size=16, image_size=16, conv_layers=2, lstm_dim=4)
@@ -117,6 +121,7 @@ def test_running_stats_are_updated_by_a_jitted_training_step():
     assert np.abs(after - before).max() > 1e-4
 
 
+@pytest.mark.slow
 def test_rn_averages_g_over_all_ordered_pairs():
     """The f input is the mean of g over all n^2 ordered pairs [o_j; o_i; q] (i = j included),
     computed here the slow way, pair by pair, and compared through the logits."""
@@ -156,6 +161,7 @@ def test_rn_averages_g_over_all_ordered_pairs():
     np.testing.assert_allclose(m(batch, train=False), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_rn_g_and_f_use_the_reference_init():
     """The co-author's RN initializes every g and f layer (and the convs) with a truncated
     normal of std 0.1 and biases 0.1; with LeCun g/f layers the RN stayed at chance on the
@@ -193,6 +199,7 @@ def _bars(n=8, seed=0):
     return jnp.asarray(img)
 
 
+@pytest.mark.slow
 def test_rn_logits_depend_on_the_question_at_init():
     """With LeCun-normal g/f layers (before the fix) the RN's yes-minus-no logit moved by only
     ~0.01-0.03 when the question changed, and Adam did not find the question in 1,000 steps

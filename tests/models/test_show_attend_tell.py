@@ -55,6 +55,7 @@ def test_barlow_twins_loss_hand_computed():
     assert float(stats["on_diagonal_mean"]) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_augmentations_keep_range_and_differ_per_key():
     images = jnp.asarray(np.random.default_rng(0).integers(0, 256, (3, 16, 20, 3)), jnp.uint8)
     cfg = bt.BarlowTwinsConfig(resnet=TINY)

@@ -138,6 +138,7 @@ def _gin_config(family: str, size: str):
 
 
 @pytest.mark.parametrize("size,paper", [("pix2struct_base", 282e6), ("pix2struct_large", 1.3e9)])
+@pytest.mark.slow
 def test_pix2struct_parameter_counts_match_paper(size, paper):
     cfg = _gin_config("pix2struct", size)
     assert isinstance(cfg, Pix2StructConfig) and cfg.vocab_size == 50244

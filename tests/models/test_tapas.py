@@ -146,6 +146,7 @@ def case(request, tmp_path_factory):
     return dict(name=name, hf=hf_model, model=model, cfg=cfg, ref=ref, logits=logits, dir=d)
 
 
+@pytest.mark.slow
 def test_classification_logits_match(case):
     assert case["logits"].dtype == np.float32
     diff = np.abs(case["logits"] - case["ref"]).max()

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 
 from chartjax import mesh as mesh_lib
@@ -44,6 +45,7 @@ def test_paper_sizes():
     assert jax.eval_shape(lambda m, b: m(b, train=False), model, batch).shape == (2, 2)
 
 
+@pytest.mark.slow
 def test_frozen_through_a_train_step(tmp_path):
     weights = random_weights()
     path = str(tmp_path / "vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5")

@@ -483,6 +483,7 @@ def test_stacked_series_of_a_floored_topic_vary_and_total_inside_its_range():
 # ---------------------------------------------------------------- small sizes, interrupted runs
 
 
+@pytest.mark.slow
 def test_charts_no_style_fits_are_skipped_and_counted(tmp_path, capsys):
     """At 320x240 charts 6 and 7 of seed 0 fit no style: the run used to abort at chart 3
     (`no style fits in 6 tries`), leaving 3 of 30 charts. Now it writes the rest and says so."""

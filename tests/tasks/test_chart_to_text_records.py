@@ -144,6 +144,7 @@ def _batch(cfg, b=2):
 
 
 @pytest.mark.parametrize("kind", ["chart2text", "field_infuse"])
+@pytest.mark.slow
 def test_models_shapes_loss_and_decoding(kind):
     cfg = model_lib.DataToTextConfig(
         vocab_size=40,
@@ -193,6 +194,7 @@ def test_models_shapes_loss_and_decoding(kind):
     np.testing.assert_array_equal(np.argmax(np.asarray(logits), -1)[:, 0], tokens[:, 0])
 
 
+@pytest.mark.slow
 def test_content_selection_loss_trains_the_head():
     import optax
 

@@ -63,7 +63,9 @@ def test_inference_reads_the_question_under_chartqa_and_plotqa_names():
 
     for name in ("question", "query", "question_string"):  # ours, ChartQA's, PlotQA's
         fields = {name: "Which year?", "answer": "2019"}
-        assert render_prompt("{question}", fields, "row 1", INFERENCE.field_aliases) == "Which year?"
+        assert (
+            render_prompt("{question}", fields, "row 1", INFERENCE.field_aliases) == "Which year?"
+        )
 
 
 def test_chartqa_table_as_deplot_target():
@@ -150,6 +152,7 @@ def _tfds_build(manual_dir, data_dir) -> str:
     return str(data_dir)
 
 
+@pytest.mark.slow
 def test_deplot_chartqa_recipe_reads_a_build_of_tables_without_questions(vocab_file, corpus):
     """Charts and tables only (one's own tables): one DePlot example per chart."""
     data_dir = _tfds_build(corpus["tables_only"], corpus["root"] / "tfds_tables")

@@ -186,6 +186,7 @@ def test_a_data_dir_without_the_dataset_is_one_line_before_the_model(tmp_path, c
     assert not workdir.exists()
 
 
+@pytest.mark.slow
 def test_the_command_prints_one_line_and_exits_2(tmp_path):
     """The whole command in a fresh interpreter: no traceback, no start-up noise."""
     workdir = tmp_path / "run"

@@ -130,6 +130,7 @@ def test_chart_info_beam_matches_generator(tmp_path, config, ids):
     assert sum(len(ex["text_blocks"]["bbox"]) for ex in examples) > 0
 
 
+@pytest.mark.slow
 def test_chart_info_beam_bad_input(tmp_path):
     root = tmp_path / "manual"
     shutil.copytree(CHART_INFO_DUMMY / "synthetic_2019", root)
@@ -174,6 +175,7 @@ class _ShippedFns(beam.pipeline.PipelineVisitor):
             self.shipped.append((t.fn, t.args, t.kwargs))
 
 
+@pytest.mark.slow
 def test_beam_functions_unpickle_where_the_cli_module_name_is_unknown(tmp_path):
     """`tfds build <folder>` imports the builder as `<name>.<name>` (folder parent on sys.path).
 

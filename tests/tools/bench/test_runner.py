@@ -17,6 +17,7 @@ def test_every_bench_names_existing_recipes():
                 assert os.path.exists(os.path.join("gin_configs", gin)), (bench.name, gin)
 
 
+@pytest.mark.slow
 def test_runner_trains_through_the_product_and_reads_its_logs(tmp_path, capsys):
     tiny = runner.Bench(
         "tiny",
