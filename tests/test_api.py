@@ -139,6 +139,7 @@ def test_errors_name_what_is_missing(ckpts, vocab_file):
         model.predict({"image": "chart.png", "question": "Q?"}, beams=2)
 
 
+@pytest.mark.slow
 def test_classifier_predictions_equal_chartjax_infer(tmp_path, capsys):
     pytest.importorskip("transformers")
     from chartjax.testing import tiny_hf

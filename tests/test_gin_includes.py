@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import json, sys, gin
 from chartjax import config
@@ -34,6 +36,7 @@ def _parse(cwd, *files):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_includes_resolve_to_gin_configs_from_a_cwd_with_the_same_folders(tmp_path):
     for folder in ("runs", "tasks", "models"):
         (tmp_path / folder).mkdir()

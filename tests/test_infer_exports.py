@@ -70,6 +70,7 @@ def test_an_export_needs_no_vocab_flag(
     assert _deplot(capsys, export, images, tmp_path / "out") == with_vocab
 
 
+@pytest.mark.slow
 def test_a_run_needs_no_vocab_flag_when_its_config_names_one(
     ckpts, vocab_file, images, with_vocab, tmp_path, capsys
 ):

@@ -85,6 +85,7 @@ def test_predict_equals_hf_generate_greedy(text, folders, charts):
     assert all(len(set(t)) > 3 for t in got) and len(set(got)) == len(got)  # varied outputs
 
 
+@pytest.mark.slow
 def test_chartjax_infer_and_an_export_equal_hf(folders, charts, tmp_path, capsys):
     from chartjax.tools import convert_checkpoint
 

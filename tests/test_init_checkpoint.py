@@ -106,6 +106,7 @@ def test_zero_shot_evaluation_of_the_init_weights(tmp_path):
     assert obj["step"] == 0 and obj["provenance"]["checkpoint"] == f"t5x:{ckpt}"
 
 
+@pytest.mark.slow
 def test_evaluate_without_checkpoint_or_init_fails(tmp_path):
     from chartjax import evaluate as eval_lib
 

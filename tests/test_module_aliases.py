@@ -134,6 +134,7 @@ def _old_from_imports(text: str) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_nothing_in_the_repository_uses_an_old_name():
     """New code names the new modules (after a merge, a search for these names finds what still
     needs rewriting). `module="..."` is a gin name, not an import."""

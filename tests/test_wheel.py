@@ -50,6 +50,7 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
+@pytest.mark.slow
 def test_wheel_holds_the_package_and_nothing_generic_at_top_level(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
@@ -65,6 +66,7 @@ def test_wheel_holds_the_package_and_nothing_generic_at_top_level(wheel):
     assert "chartjax-train = chartjax.tools.train:main" in text
 
 
+@pytest.mark.slow
 def test_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)

@@ -459,6 +459,7 @@ def case(request, tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_layout_really_has_zarr_chunks_and_inline_arrays(case):
     d = case["ckpt"]
     zarr_dirs = [p for p in d.iterdir() if p.is_dir()]

@@ -71,6 +71,7 @@ def test_greedy_stops_at_eos_and_pads_with_zero(setup, free_run):
     assert (stopped == eos).any()
 
 
+@pytest.mark.slow
 def test_beam_search_one_beam_without_eos_equals_greedy(setup, free_run):
     model, batch = setup
     b_toks, b_scores = decoding.beam_search(
@@ -80,6 +81,7 @@ def test_beam_search_one_beam_without_eos_equals_greedy(setup, free_run):
     np.testing.assert_allclose(np.asarray(b_scores)[:, 0], free_run[1], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_beam_search_finished_hypotheses_and_length_penalty(setup):
     """With EOS, a finished hypothesis can beat every longer one (unlike greedy); its score is its
     log-probability (EOS included) divided by the brevity penalty of its length."""

@@ -187,6 +187,7 @@ def test_pix2struct_packed_equals_one_by_one():
     _check_segments_isolated(*out, "encoder_input_tokens", spec)
 
 
+@pytest.mark.slow
 def test_unpacked_batch_unchanged_by_segment_ids_of_one_example():
     """A row holding one example with segment ids 1 computes what the plain batch computes."""
     model = t5.build(tiny.tiny_t5(**ONE), 0)

@@ -63,6 +63,7 @@ def test_masks_prefix_full_suffix_causal_windowed():
     assert local[5].tolist() == [False, False, False, False, True, True]
 
 
+@pytest.mark.slow
 def test_suffix_is_causal_and_prefix_bidirectional():
     model = paligemma.build(CFG, 0)
     ids = np.random.default_rng(1).integers(3, 60, (1, N_PREFIX + N_SUFFIX))

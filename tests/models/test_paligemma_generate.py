@@ -166,6 +166,7 @@ def test_cached_equals_uncached_full_forward(text, family, greedy):
 
 
 @pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.slow
 def test_beam_search_matches_hf(text, family, greedy):
     model, hf = family[text]
     pixels, left, right, _ = prompts()
@@ -180,6 +181,7 @@ def test_beam_search_matches_hf(text, family, greedy):
     assert differ >= 2, f"beam search differs from greedy on only {differ} prompts"
 
 
+@pytest.mark.slow
 def test_sampling_limits_equal_greedy(family, greedy):
     model, _ = family["gemma2"]
     pixels, _, right, _ = prompts()

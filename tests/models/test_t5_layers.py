@@ -60,6 +60,7 @@ def test_rmsnorm_fp32_math_and_dtype():
     np.testing.assert_allclose(np.asarray(y, np.float32)[0], want, rtol=1e-2)
 
 
+@pytest.mark.slow
 def test_attention_has_no_sqrt_d_scaling():
     attn = layers.Attention(4, 2, 3, dropout_rate=0.0, dtype=jnp.float32, rngs=nnx.Rngs(1))
     x = jax.random.normal(jax.random.key(0), (1, 5, 4))
@@ -206,6 +207,7 @@ def test_partitioning_names_on_every_param(models, kind):
 
 
 @pytest.mark.parametrize("kind", ["t5", "p2s"])
+@pytest.mark.slow
 def test_cached_decode_matches_teacher_forcing(models, kind):
     model = models[kind]
     b = _batch(kind, np.random.default_rng(0))
@@ -221,6 +223,7 @@ def test_cached_decode_matches_teacher_forcing(models, kind):
     np.testing.assert_allclose(np.stack(steps, 1)[valid], logits[valid], atol=2e-5)
 
 
+@pytest.mark.slow
 def test_dropout_only_when_not_deterministic():
     # One encoder layer (attention-weight, MLP and residual dropout); a whole-model compile with
     # dropout costs ~20 s on 2 cores for the same check.

@@ -89,6 +89,7 @@ def _check_pt(pt, where: str):
     assert 0 <= pt["x"] < W and 0 <= pt["y"] < H, where
 
 
+@pytest.mark.slow
 def test_every_type_generated_with_official_class_names(corpus):
     seen = [doc["task1"]["output"]["chart_type"] for _, doc in _load(corpus)]
     assert sorted(set(seen)) == sorted(TYPES)
@@ -330,6 +331,7 @@ def _read_all(root: Path) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_deterministic_whatever_the_worker_count(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     ci.generate(str(a), 5, seed=5, workers=1)

@@ -6,6 +6,7 @@ import json
 from enum import IntEnum
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +40,7 @@ _trees = st.recursive(
 @given(_trees)
 @example([float("nan"), float("inf"), -float("inf"), -0.0, 1e-300, 2**70, True, None])
 @example({'é\n"\x00': ["\ud83d\ude00", "", {}, [], ()], "": {"b": 1, "a": [[]]}})
+@pytest.mark.slow
 def test_matches_json_dumps_on_any_json_tree(doc):
     assert dumps(doc) == _reference(doc)
 

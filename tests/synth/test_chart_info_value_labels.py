@@ -45,6 +45,7 @@ def _default_corpus(out: Path, **options) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow
 def test_default_output_is_identical_to_before_the_options(tmp_path):
     assert _default_corpus(tmp_path / "default") == BEFORE_OPTIONS_SHA256
     # A series cap above every type's range and no labels: the same stream, the same bytes.

@@ -297,6 +297,7 @@ def test_colour_schemes_per_split(corpus):
             assert qa["color1_id"] in allowed and qa["color2_id"] in allowed | {-1}
 
 
+@pytest.mark.slow
 def test_deterministic_across_worker_counts(corpus, corpus_cli_2workers):
     one, two = _files(corpus), _files(corpus_cli_2workers)
     assert sorted(one) == sorted(two)

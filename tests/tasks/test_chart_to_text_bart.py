@@ -87,6 +87,7 @@ def test_recipes_are_the_three_bart_rows():
     ]
 
 
+@pytest.mark.slow
 def test_bart_records_targets_and_pad_aware_loss(tiny_hf_checkpoints):
     from chartjax.data import vocab as vocab_lib
     from chartjax.models import losses

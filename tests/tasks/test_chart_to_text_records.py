@@ -308,6 +308,7 @@ def _check_row(recipe, row):
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.slow
 def test_recipe_pipeline(recipe, data_dir, tables_file):
     """The recipe's task on the dummy data without a model: record batches of the recipe's
     shapes, and its own targets scored into a valid metrics.json."""

@@ -136,6 +136,7 @@ def _expected_table(raw: str, index: int, chart_type: str) -> str:
     return tables.linearize(header, table.rows, title=title)
 
 
+@pytest.mark.slow
 def test_derived_tables_equal_generator_tables(generated):
     from chartjax.synth import chart_info_tables as tb
 

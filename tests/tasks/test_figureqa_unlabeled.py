@@ -48,6 +48,7 @@ def _events(workdir):
     return out
 
 
+@pytest.mark.slow
 def test_a_split_without_answers_is_predicted_and_scorable(workdir, tmp_path, capsys):
     run, data_dir = workdir
     status = eval_cli.main([f"--workdir={run}", "--split=no_annot_test1", "--split=validation1"])

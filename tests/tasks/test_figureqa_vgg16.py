@@ -39,6 +39,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_two_steps_then_metrics_json(tmp_path, tfds_dir):
     weights = tmp_path / "vgg16_weights_tf_dim_ordering_tf_kernels_notop.h5"
     write_keras_h5(weights, random_weights())

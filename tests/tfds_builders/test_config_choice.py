@@ -10,12 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import tfds_builders
 from tfds_builders.common import config_choice
 
 BUILDERS = Path(os.path.dirname(tfds_builders.__file__))  # docs/builds.md's way to find them
 
 
+@pytest.mark.slow
 def test_tfds_build_without_config_is_one_line_naming_the_configs(tmp_path):
     tfds_cli = Path(sys.executable).parent / "tfds"  # the venv's console script
     outside = tmp_path / "elsewhere"

@@ -19,6 +19,7 @@ def _flat(model):
     return {k: np.asarray(v[...]) for k, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
 
 
+@pytest.mark.slow
 def test_chain_of_conversions(tmp_path, capsys):
     pytest.importorskip("safetensors")
     model = p2s_lib.build(tiny_pix2struct(), 5)
@@ -195,6 +196,7 @@ def _full_disk(monkeypatch, dst):
 
 
 @pytest.mark.parametrize("dst", ["chartjax", "hf"])
+@pytest.mark.slow
 def test_full_disk_leaves_nothing_and_the_rerun_works(hf_t5, tmp_path, capsys, monkeypatch, dst):
     out = tmp_path / "new" / "out"
     before = _tree(tmp_path)

@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_chartjax_train_refuses_an_evaluation_only_recipe(tmp_path):
     recipe = "deplot_statista_zero"
     workdir = tmp_path / "run"

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tensorflow_datasets as tfds
 
 from chartjax.data import tfds_records
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 BUILDER_DIR = REPO / "tfds_builders" / "figureqa"
 
 
+@pytest.mark.slow
 def test_tfds_build_cli_defaults_to_array_record(tmp_path):
     tfds_cli = Path(sys.executable).parent / "tfds"  # the venv's console script
     cmd = [
