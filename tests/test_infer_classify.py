@@ -20,6 +20,9 @@ from chartjax.tools import convert_checkpoint
 from chartjax.tools import infer as infer_cli
 from tests.data.tokenizer_texts import CLAIMS, TABLES
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
@@ -99,7 +102,6 @@ def _hf_logits(family, path):
 
 
 @pytest.mark.parametrize("family", ["deberta", "tapas"])
-@pytest.mark.slow
 def test_classify_scores_equal_hf(family, ckpts, inputs, tmp_path, capsys):
     field = ["--pair_template", "{table}"] if family == "deberta" else ["--table_field", "table"]
     args = ["--task", "classify", "--template", "{claim}", *field, "--inputs", inputs]
@@ -146,7 +148,6 @@ def test_tapas_bad_input_stops_or_is_skipped(ckpts, tmp_path, capsys):
     assert summary["skipped"] == 1 and summary["examples"] == 2
 
 
-@pytest.mark.slow
 def test_bart_text_equals_hf_generate(ckpts, inputs, tmp_path, capsys):
     path = ckpts["bart"]
     summary = run_infer(

@@ -25,6 +25,9 @@ from chartjax.tools import infer as infer_cli
 from tests.tasks.test_figureqa import TINY
 from tfds_builders.figureqa import figureqa as builder_mod
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 DUMMY = ROOT / "tfds_builders" / "figureqa" / "dummy_data"
 SPLITS = ("validation1", "train1")
@@ -85,7 +88,6 @@ def _eval_rows(run: Path, split: str) -> dict[str, dict]:
     return {r["id"]: r for r in prediction_files.read_jsonl(path)}
 
 
-@pytest.mark.slow
 def test_load_and_infer_answer_as_chartjax_eval(run, tmp_path, capsys):
     model = chartjax.load(str(run))
     assert model.task == "figureqa"  # the run's task, not to be named

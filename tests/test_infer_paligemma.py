@@ -24,6 +24,9 @@ from chartjax.inference.settings import Settings, resolve  # noqa: E402
 from chartjax.testing import tiny_paligemma as tp  # noqa: E402
 from chartjax.tools import infer as infer_cli  # noqa: E402
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 TEXTS = ("gemma", "gemma2")
 QUESTIONS = [
     "What is the value of the blue bar in 2019?",
@@ -72,7 +75,6 @@ def _hf_generate(model, proc, chart, question, **kw):
 
 
 @pytest.mark.parametrize("text", TEXTS)
-@pytest.mark.slow
 def test_predict_equals_hf_generate_greedy(text, folders, charts):
     path, ref = folders[text]
     model = chartjax.load(path, dtype="float32")
@@ -85,7 +87,6 @@ def test_predict_equals_hf_generate_greedy(text, folders, charts):
     assert all(len(set(t)) > 3 for t in got) and len(set(got)) == len(got)  # varied outputs
 
 
-@pytest.mark.slow
 def test_chartjax_infer_and_an_export_equal_hf(folders, charts, tmp_path, capsys):
     from chartjax.tools import convert_checkpoint
 

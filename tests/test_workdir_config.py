@@ -20,6 +20,9 @@ from chartjax.tools import convert_checkpoint
 from chartjax.tools import evaluate as eval_cli
 from chartjax.tools import train as train_cli
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 SHORT = [
     "train.num_train_steps = 2",
     "train.checkpoint_every = 2",
@@ -85,7 +88,6 @@ def trained(tmp_path_factory):
     return {"base": base, "workdir": base / "run", "argv": argv, "recipe": recipe_file}
 
 
-@pytest.mark.slow
 def test_a_from_scratch_workdir_converts_and_evaluates_with_its_own_config(
     trained, tmp_path, capsys
 ):
@@ -200,7 +202,6 @@ def test_relative_paths_are_saved_resolved_and_compared_resolved(trained, monkey
     assert workdir_lock.config_changes(relative, saved) != []
 
 
-@pytest.mark.slow
 def test_an_evaluation_with_other_settings_writes_beside_the_runs_own(trained, capsys, monkeypatch):
     """chartjax-eval with other bindings overwrote the run's eval/<split>/step_N/ (issue 44
     item 4): results of other settings go to eval_<digest>/, named on stderr, the run's kept."""

@@ -15,6 +15,9 @@ from chartjax.interop import formats, hf
 from chartjax.testing import tiny_hf
 from chartjax.tools import convert_checkpoint
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
@@ -57,7 +60,6 @@ def _convert(capsys, *argv):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.slow
 def test_hf_chartjax_hf_bin_round_trip_is_exact(family, ckpts, tmp_path, capsys):
     src = ckpts[family]
     cj, back, binary = tmp_path / "cj", tmp_path / "hf", tmp_path / "bin"

@@ -19,6 +19,9 @@ from chartjax.interop import hf, t5x  # noqa: E402
 from chartjax.models import t5  # noqa: E402
 from chartjax.models.model_configs import T5Config  # noqa: E402
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 SIZES = dict(
     vocab_size=40,
     d_model=16,
@@ -92,7 +95,6 @@ def _logits_ours(model, enc, dec):
     "kind, head",
     [("tied", (True, False)), ("untied", (False, None)), ("untied_scaled", (False, True))],
 )
-@pytest.mark.slow
 def test_hf5_save_loads_as_hf5_built_it(tmp_path, kind, head):
     ref = _hf_t5(kind)
     ref.save_pretrained(tmp_path / "hf")

@@ -7,6 +7,9 @@ import pytest
 
 from tests.models import mini_rn as fs
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 
 def _mini(seed=0):
     return fs.mini_rn_init(
@@ -24,7 +27,6 @@ def _batch(tokens, lengths, b=None):
     }
 
 
-@pytest.mark.slow
 def test_mini_rn_question_is_the_state_after_the_last_real_token():
     params, _ = _mini()
     padded = fs.mini_question(
@@ -39,7 +41,6 @@ def test_mini_rn_question_is_the_state_after_the_last_real_token():
     assert logits.shape == (2, 2)
 
 
-@pytest.mark.slow
 def test_mini_rn_batchnorm_running_averages():
     params, state = _mini()
     batch = _batch([[1, 5, 2]] * 4, [3] * 4)

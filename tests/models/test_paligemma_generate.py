@@ -32,6 +32,9 @@ from chartjax.mesh import axis_rules, make_mesh  # noqa: E402
 from chartjax.models.paligemma import decoding as pgd  # noqa: E402
 from chartjax.testing import tiny_paligemma as tp  # noqa: E402
 
+# Its fixtures build and compile models (or train a run) for every test: the whole file is slow.
+pytestmark = pytest.mark.slow
+
 TEXTS = ("gemma", "gemma2")
 # (seed, weight std) per family: varied greedy outputs with EOS in some rows (see the docstring).
 MODELS = {"gemma": (3, 0.4), "gemma2": (2, 0.12)}
@@ -111,7 +114,6 @@ def greedy(family):
 
 
 @pytest.mark.parametrize("text", TEXTS)
-@pytest.mark.slow
 def test_greedy_matches_hf_left_and_right_padded(text, family, greedy):
     model, _ = family[text]
     ref, scores, got = greedy[text]
@@ -166,7 +168,6 @@ def test_cached_equals_uncached_full_forward(text, family, greedy):
 
 
 @pytest.mark.parametrize("text", TEXTS)
-@pytest.mark.slow
 def test_beam_search_matches_hf(text, family, greedy):
     model, hf = family[text]
     pixels, left, right, _ = prompts()
@@ -181,7 +182,6 @@ def test_beam_search_matches_hf(text, family, greedy):
     assert differ >= 2, f"beam search differs from greedy on only {differ} prompts"
 
 
-@pytest.mark.slow
 def test_sampling_limits_equal_greedy(family, greedy):
     model, _ = family["gemma2"]
     pixels, _, right, _ = prompts()
@@ -195,7 +195,6 @@ def test_sampling_limits_equal_greedy(family, greedy):
     assert hot.shape == want.shape and (hot != want).any()
 
 
-@pytest.mark.slow
 def test_decoding_over_a_data_parallel_mesh(family, greedy):
     model, _ = family["gemma"]
     pixels, _, right, _ = prompts()
