@@ -17,7 +17,7 @@ from flax import nnx
 
 from chartjax.interop import chartjax_ckpt
 from chartjax.interop.chartjax_ckpt import check_shapes
-from chartjax.models import lora
+from chartjax.models import lora, quantize
 
 __all__ = ["FORMATS", "apply", "check_shapes", "load_params", "pretrained_state"]
 
@@ -109,8 +109,11 @@ def pretrained_state(fmt: str, path: str, model_fn, spec, init_fn, tx) -> dict:
         return encoder_state(path, spec, init_fn, tx)
     params, buffers = load_weights(fmt, path, model_fn)
     state = init_fn()
-    # LoRA adapters start fresh: the checkpoint holds the base weights only.
+    # LoRA adapters start fresh: the checkpoint holds the base weights only. Base kernels the
+    # model stores as int8 (LoraConfig.base_dtype) are quantized here, on the host, from the
+    # checkpoint's float ones; bfloat16 ones are cast by `apply`.
     params = lora.with_fresh_adapters(params, state["params"])
+    params = quantize.like_model(params, spec.abstract["params"])
     check_shapes(params, spec.abstract["params"], path)
     state = apply(state, params, tx, spec.shardings)
     if jax.tree.leaves(buffers):

@@ -58,9 +58,11 @@ def make_train_step(
             loss, aux = task.loss(model, batch, train=True)
             return loss, (aux, state_lib.split_model_state(model))
 
-        (loss, (aux, model_state)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state["params"]
-        )
+        # allow_int: int8 base kernels (LoraConfig.base_dtype, always frozen) get no gradient.
+        (loss, (aux, model_state)), grads = jax.value_and_grad(
+            loss_fn, has_aux=True, allow_int=True
+        )(state["params"])
+        grads = trainable_lib.zero_int_grads(grads, state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         new_state = {
             "step": state["step"] + 1,

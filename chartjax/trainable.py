@@ -14,6 +14,10 @@ weight decay and the optimizer's moments never see them. The train step does not
 them (`stop_frozen`) and writes them back as they were (`keep_frozen`): bit-identical after any
 number of steps. When everything trains nothing is wrapped, so the optimizer state (and older
 checkpoints) keep their layout.
+
+Integer parameters (int8 base kernels under LoRA, `LoraConfig.base_dtype`) and their scales are
+frozen by nature: marking one to train is refused, and the train step's gradient of an integer
+one is a zero of its own dtype (`zero_int_grads`), never computed.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ import re
 
 import gin
 import jax
+import jax.numpy as jnp
 import optax
 from flax import nnx
 
 from chartjax.config_checks import ConfigError
 from chartjax.models import lora
+from chartjax.models.quantize import SCALE
 
 TRAIN, FREEZE = "train", "freeze"
 
@@ -77,6 +83,13 @@ def labels(params: dict, *, train=(), freeze=()) -> dict | None:
         return TRAIN
 
     flat = [label(n) for n in names]
+    for n, lab, x in zip(names, flat, jax.tree.leaves(params)):
+        # An int8 kernel and its scale (models/quantize.py: their matmul has no gradient).
+        if lab == TRAIN and (jnp.issubdtype(x.dtype, jnp.integer) or n.endswith(SCALE)):
+            raise ConfigError(
+                f"trainable: {n} belongs to a kernel stored as int8 (LoraConfig.base_dtype) "
+                "and cannot train; leave it out of trainable.train"
+            )
     if all(x == TRAIN for x in flat):
         return None
     if all(x == FREEZE for x in flat):
@@ -104,6 +117,15 @@ def stop_frozen(params: dict, tree: dict | None) -> dict:
         return params
     return jax.tree.map(
         lambda p, lab: p if lab == TRAIN else jax.lax.stop_gradient(p), params, tree
+    )
+
+
+def zero_int_grads(grads: dict, params: dict) -> dict:
+    """The gradient tree of `jax.grad(..., allow_int=True)` with each integer parameter's
+    float0 placeholder replaced by zeros of the parameter's dtype, so that the optimizer (whose
+    frozen branch ignores them) and `keep_frozen` see one tree of arrays."""
+    return jax.tree.map(
+        lambda g, p: jnp.zeros_like(p) if g.dtype == jax.dtypes.float0 else g, grads, params
     )
 
 

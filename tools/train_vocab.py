@@ -4,7 +4,10 @@
     chartjax-train-vocab --input data.jsonl --field caption --field table --out vocab
     (or python -m chartjax.tools.train_vocab ...)
 
-Writes `<out>.model` and `<out>.vocab`. Ids: pad 0, EOS 1, UNK 2, no BOS; byte fallback on, so
+Writes `<out>.model` and `<out>.vocab`. Ids: pad 0, EOS 1, UNK 2, no BOS (`--gemma`: Gemma's
+pad 0, `<eos>` 1, `<bos>` 2, `<unk>` 3, `<mask>` 4, and `<image>` 5, for a from-scratch PaliGemma:
+its `PaliGemmaConfig.image_token_id = 5`, its vocab_size the pieces plus the 1,152 `<locNNNN>` /
+`<segNNN>` tokens the processor adds after them); byte fallback on, so
 any byte (newline included, as `<0x0A>`) is encodable. Multi-line texts are split into lines
 before training, so "\\n" never becomes a piece of its own and always goes through byte fallback,
 as in the released Pix2Struct vocabulary. Normalization is NFKC (not SentencePiece's default
@@ -53,6 +56,20 @@ def iter_texts(paths: Iterable[str], fields: Iterable[str] = ()) -> Iterator[str
                 yield from value.split("\n")
 
 
+T5_IDS = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
+GEMMA_IDS = {
+    "pad_id": 0,
+    "eos_id": 1,
+    "bos_id": 2,
+    "unk_id": 3,
+    "pad_piece": "<pad>",
+    "eos_piece": "<eos>",
+    "bos_piece": "<bos>",
+    "unk_piece": "<unk>",
+    "user_defined_symbols": ["<mask>", "<image>"],
+}
+
+
 def train(
     texts: Iterable[str],
     out_prefix: str,
@@ -63,9 +80,11 @@ def train(
     input_sentence_size: int = 10_000_000,
     hard_vocab_limit: bool = True,
     split_digits: bool = False,
+    gemma: bool = False,
 ) -> str:
     """Train on `texts` (one sentence each; newlines inside are split off) -> `<out>.model`.
-    `split_digits`: every digit its own piece (numbers are read digit by digit)."""
+    `split_digits`: every digit its own piece (numbers are read digit by digit); `gemma`:
+    Gemma's special ids (the module docstring)."""
     import sentencepiece as spm
 
     failed = []  # SentencePiece swallows the iterator's errors (a bad JSONL record): kept here
@@ -86,10 +105,7 @@ def train(
             model_prefix=out_prefix,
             vocab_size=vocab_size,
             model_type=model_type,
-            pad_id=0,
-            eos_id=1,
-            unk_id=2,
-            bos_id=-1,
+            **(GEMMA_IDS if gemma else T5_IDS),
             byte_fallback=True,
             normalization_rule_name="nfkc",
             character_coverage=character_coverage,
@@ -166,6 +182,11 @@ def main(argv=None) -> None:
         action="store_true",
         help="every digit its own piece (numbers are then read and written digit by digit)",
     )
+    p.add_argument(
+        "--gemma",
+        action="store_true",
+        help="Gemma's special ids, <image> at 5 (a from-scratch PaliGemma's tokenizer)",
+    )
     a = p.parse_args(argv)
     for path in a.input:
         if not os.path.isfile(path):
@@ -179,6 +200,7 @@ def main(argv=None) -> None:
             character_coverage=a.character_coverage,
             hard_vocab_limit=not a.soft_vocab_limit,
             split_digits=a.split_digits,
+            gemma=a.gemma,
         )
     except ValueError as e:  # a size the corpus cannot give, a bad JSONL record
         print(f"chartjax-train-vocab: error: {e}", file=sys.stderr)

@@ -120,7 +120,8 @@ class Dense(nnx.Module):
 
 
 class Embed(nnx.Module):
-    """Embedding table `[num, features]`, init normal(1.0) as flaxformer's token embedder."""
+    """Embedding table `[num, features]`, init normal(`stddev`): 1.0 as flaxformer's token
+    embedder, or a family's own (Gemma: HF's initializer_range)."""
 
     def __init__(
         self,
@@ -129,9 +130,10 @@ class Embed(nnx.Module):
         names: Names = ("vocab", "embed"),
         *,
         dtype=jnp.float32,
+        stddev: float = 1.0,
         rngs: nnx.Rngs,
     ):
-        init = jax.nn.initializers.normal(stddev=1.0)
+        init = jax.nn.initializers.normal(stddev=stddev)
         self.embedding = _param(rngs, init, (num_embeddings, features), names)
         self.dtype = dtype
 

@@ -20,6 +20,10 @@ has no adapters and converts / exports like any model. `strip(model)` drops the 
 
 The adapters' dropout is off unless `set_dropout(model, True)`: Dense has no `deterministic`
 argument, so the train step turns it on for its own merged copy of the model.
+
+`LoraConfig.base_dtype` stores the frozen base kernels of the adapted layers, and of the Dense
+layers `base_layers` names, in "bfloat16" or "int8" (models/quantize.py: QLoRA's idea, with an
+int8 kernel and a per-output-channel scale); `merge` and `strip` give float32 kernels back.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from chartjax.config_checks import ConfigError
+from chartjax.models import quantize
 from chartjax.models.layers import Dense
 
 ADAPTERS = ("lora_a", "lora_b")  # the parameter names LoraDense adds
@@ -50,9 +55,22 @@ class LoraConfig:
     dropout: float = 0.0
     targets: tuple[str, ...] = ("query(_proj)?", "value(_proj)?")
     init: str = "kaiming_uniform"
+    # How the frozen base kernels are stored (models/quantize.py): those of the adapted layers,
+    # and of the Dense layers `base_layers` names (patterns as `targets`, e.g.
+    # "vision_tower[.].*"; they must stay frozen). float32: as trained, base_layers unused.
+    base_dtype: str = "float32"
+    base_layers: tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "targets", _patterns(self.targets, "LoraConfig.targets"))
+        object.__setattr__(
+            self, "base_layers", _patterns(self.base_layers, "LoraConfig.base_layers")
+        )
+        if self.base_dtype not in quantize.BASE_DTYPES:
+            raise ValueError(
+                f"LoraConfig.base_dtype must be one of {quantize.BASE_DTYPES}, "
+                f"not {self.base_dtype!r}"
+            )
         if not (isinstance(self.rank, int) and self.rank > 0):
             raise ValueError(f"LoraConfig.rank must be a positive int, not {self.rank!r}")
         if not 0.0 <= self.dropout < 1.0:
@@ -89,25 +107,29 @@ def _uniform(bound: float):
 class LoraDense(Dense):
     """A Dense with a low-rank update; see the module docstring. Built from a Dense only."""
 
-    def __init__(self, base: Dense, cfg: LoraConfig, rngs: nnx.Rngs):
-        # No Dense.__init__: the base layer's variables are taken over as they are.
+    def __init__(self, base: Dense, cfg: LoraConfig, rngs: nnx.Rngs, keys=None):
+        # No Dense.__init__: the base layer's variables are taken over as they are (the
+        # kernel in cfg.base_dtype: int8 adds its `kernel_scale`).
         self.kernel = base.kernel
         self.bias = base.bias
         self.dtype = base.dtype
+        if cfg.base_dtype != "float32":
+            self.kernel, scale = quantize.convert(base.kernel, cfg.base_dtype)
+            if scale is not None:
+                self.kernel_scale = scale
         d_in, d_out = base.kernel.shape
         names = base.kernel.get_metadata().get("out_sharding") or (None, None)
         if cfg.init == "kaiming_uniform":  # torch's kaiming_uniform_(a=sqrt(5)), as peft
             init_a = _uniform(1.0 / d_in**0.5)
         else:
             init_a = jax.nn.initializers.normal(1.0 / cfg.rank)
+        key_a, key_b = keys if keys is not None else (rngs.params(), rngs.params())
         self.lora_a = nnx.Param(
-            nnx.with_partitioning(init_a, (names[0], None))(
-                rngs.params(), (d_in, cfg.rank), jnp.float32
-            )
+            nnx.with_partitioning(init_a, (names[0], None))(key_a, (d_in, cfg.rank), jnp.float32)
         )
         self.lora_b = nnx.Param(
             nnx.with_partitioning(jax.nn.initializers.zeros, (None, names[1]))(
-                rngs.params(), (cfg.rank, d_out), jnp.float32
+                key_b, (cfg.rank, d_out), jnp.float32
             )
         )
         self.scale = cfg.scale
@@ -116,34 +138,20 @@ class LoraDense(Dense):
         )
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = super().__call__(x)
+        y = quantize.matmul(x, self)
         h = x if self.lora_dropout is None else self.lora_dropout(x)
         h = jnp.dot(h.astype(self.dtype), self.lora_a[...].astype(self.dtype))
         return y + self.scale * jnp.dot(h, self.lora_b[...].astype(self.dtype))
 
     def merged_kernel(self) -> jax.Array:
-        """W + scale * A B in float32 (full-precision matmul: no TF32 on GPU)."""
+        """W + scale * A B in float32 (full-precision matmul: no TF32 on GPU); W dequantized
+        or cast to float32 first when stored in a base dtype."""
         delta = jnp.dot(self.lora_a[...], self.lora_b[...], precision=jax.lax.Precision.HIGHEST)
-        return self.kernel[...] + self.scale * delta
+        return quantize.float_kernel(self) + self.scale * delta
 
     def plain(self, merge: bool) -> Dense:
-        """A Dense holding this layer's kernel (W + scale A B when `merge`) and bias."""
-        d_in, d_out = self.kernel.shape
-        names = self.kernel.get_metadata().get("out_sharding") or (None, None)
-        out = nnx.eval_shape(
-            lambda: Dense(
-                d_in,
-                d_out,
-                tuple(names),
-                use_bias=self.bias is not None,
-                dtype=self.dtype,
-                rngs=nnx.Rngs(0),
-            )
-        )
-        if merge:
-            self.kernel[...] = self.merged_kernel()
-        out.kernel, out.bias = self.kernel, self.bias
-        return out
+        """A float32 Dense holding this layer's kernel (W + scale A B when `merge`) and bias."""
+        return quantize.plain(self, self.merged_kernel() if merge else None)
 
 
 def dotted(path) -> str:
@@ -173,6 +181,19 @@ def _denses(model: nnx.Module, cls=Dense):
     ]
 
 
+def _draws(rngs: nnx.Rngs, n: int) -> list[jax.Array]:
+    """The next `n` keys of the params stream, exactly as `n` calls of `rngs.params()` give them
+    (fold_in(key, count + i)), the count advanced once. Inside a trace (eval_shape, the jitted
+    init) each call costs time in proportion to the trace so far (Flax 0.12 compares the traced
+    count's sharding, and JAX's error path for it scans every equation): a call per adapter made
+    the 28B's 644 draws quadratic, minutes per trace."""
+    stream = rngs.params
+    key, count = stream.key[...], stream.count[...]
+    keys = [jax.random.fold_in(key, count + i) for i in range(n)]
+    stream.count[...] = count + n
+    return keys
+
+
 def apply(model: nnx.Module, cfg: LoraConfig, rngs: nnx.Rngs | int = 0) -> nnx.Module:
     """`model` with every Dense matching `cfg.targets` replaced by a LoraDense (in place; also
     returned). A pattern that matches no Dense layer is refused, naming it."""
@@ -190,22 +211,37 @@ def apply(model: nnx.Module, cfg: LoraConfig, rngs: nnx.Rngs | int = 0) -> nnx.M
                 f"LoraConfig.targets: pattern {p!r} matches no Dense layer of "
                 f"{type(model).__name__} (layer paths look like {example!r})"
             )
-    for path, m in chosen:
-        _replace(model, path, LoraDense(m, cfg, rngs))
+    keys = _draws(rngs, 2 * len(chosen))
+    for i, (path, m) in enumerate(chosen):
+        _replace(model, path, LoraDense(m, cfg, rngs, keys=keys[2 * i : 2 * i + 2]))
+    for p in cfg.base_layers:
+        if not any(names_layer(p, dotted(path)) for path, _ in denses):
+            raise ConfigError(f"LoraConfig.base_layers: pattern {p!r} matches no Dense layer")
+    for path, m in _denses(model):  # plain Dense layers left: those base_layers names
+        if cfg.base_dtype != "float32" and any(
+            names_layer(p, dotted(path)) for p in cfg.base_layers
+        ):
+            _replace(model, path, quantize.QuantizedDense(m, cfg.base_dtype))
     return model
 
 
 def merge(model: nnx.Module) -> nnx.Module:
-    """`model` with every LoraDense folded into a plain Dense (in place; also returned)."""
+    """`model` with every LoraDense folded into a plain Dense, and every kernel stored in a base
+    dtype back in float32 (in place; also returned)."""
     for path, m in _denses(model, LoraDense):
         _replace(model, path, m.plain(merge=True))
+    for path, m in _denses(model, quantize.QuantizedDense):
+        _replace(model, path, quantize.plain(m))
     return model
 
 
 def strip(model: nnx.Module) -> nnx.Module:
-    """`model` with every LoraDense replaced by its base Dense, adapters dropped (in place)."""
+    """`model` with every LoraDense replaced by its base Dense, adapters dropped, and every
+    kernel in float32 (in place): the base model's shape, for loading pretrained weights."""
     for path, m in _denses(model, LoraDense):
         _replace(model, path, m.plain(merge=False))
+    for path, m in _denses(model, quantize.QuantizedDense):
+        _replace(model, path, quantize.plain(m))
     return model
 
 

@@ -33,7 +33,7 @@ from chartjax.tasks.core import free_form, text_classification
 from chartjax.tasks.core.task import FileScorer, InferenceSpec, Task
 from chartjax.tasks.plotqa import references as plotqa_references
 from chartjax.tasks.plotqa import task as plotqa_task
-from chartjax.tasks.smoke import seq2seq_synthetic, synthetic
+from chartjax.tasks.smoke import prefix_lm_synthetic, seq2seq_synthetic, synthetic
 
 TASKS = {
     "figureqa": figureqa.make_task,
@@ -51,6 +51,7 @@ TASKS = {
     "matcha": matcha.make_task,
     "synthetic": synthetic.make_task,
     "synthetic_seq2seq": seq2seq_synthetic.make_task,
+    "synthetic_prefix_lm": prefix_lm_synthetic.make_task,
 }
 INFERENCE: dict[str, InferenceSpec] = {
     spec.name: spec

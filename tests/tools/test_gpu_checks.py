@@ -79,7 +79,11 @@ def test_the_carried_wheels_are_pinned_to_this_environment_or_the_host_range():
 
 
 @pytest.mark.slow
-def test_a_check_runs_without_tensorflow_and_logs_its_throughput(tmp_path):
+@pytest.mark.parametrize(
+    "check, name",
+    [("memory_large", "pix2struct_large_full"), ("paligemma2_lora", "3b_448_lora_int8")],
+)
+def test_a_check_runs_without_tensorflow_and_logs_its_throughput(tmp_path, check, name):
     site = tmp_path / "hide_tf"
     site.mkdir()
     (site / "sitecustomize.py").write_text(HIDE_TF)
@@ -89,9 +93,8 @@ def test_a_check_runs_without_tensorflow_and_logs_its_throughput(tmp_path):
     env["CHARTJAX_LOADER_WORKERS"] = "0"
     env.pop("XLA_FLAGS", None)  # one device, as on the GPU host (the suite simulates 8)
     out = tmp_path / "out"
-    name = "pix2struct_large_full"
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "gpu", "checks.py"), "run", "memory_large"]
+        [sys.executable, os.path.join(ROOT, "tools", "gpu", "checks.py"), "run", check]
         + ["--tiny", "--only", name, "--out", str(out), "--work", str(tmp_path / "work")],
         env=env,
         capture_output=True,

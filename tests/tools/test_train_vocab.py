@@ -109,3 +109,21 @@ def test_the_cli_splits_digits(tmp_path, capsys):
         "8",
         "7",
     ]
+
+
+def test_gemma_layout_is_what_the_paligemma_processor_reads(tmp_path):
+    """`--gemma` (a from-scratch PaliGemma's tokenizer: tasks/paligemma_chartqa_lattice_toy.gin):
+    Gemma's special ids and `<image>` at 5, as chartjax's PaliGemma processor finds them."""
+    from chartjax.data import paligemma_inputs
+
+    texts = [f"What is the value of Smart TVs in {y}? {y % 97}.5" for y in range(1960, 2020)]
+    model = train_vocab.train(
+        texts, str(tmp_path / "gemma"), vocab_size=300, hard_vocab_limit=False, gemma=True
+    )
+    proc = paligemma_inputs.Processor.for_training(model, 16)
+    ids = (proc.pad_id, proc.eos_id, proc.bos_id, proc.image_token_id)
+    assert ids == (0, 1, 2, 5)
+    assert proc.decode(proc.tokenizer.encode("value of Smart TVs")) == "value of Smart TVs"
+    assert len(proc.tokenizer) == spm.SentencePieceProcessor(model_file=model).get_piece_size() + (
+        len(paligemma_inputs.EXTRA)
+    )

@@ -80,11 +80,20 @@ def _chart_info_corpus(train: int, heldout: int) -> tuple[str, ...]:
     )
 
 
-def _chartqa_corpus(train: int, val: int, test: int) -> tuple[str, ...]:
+def _chartqa_corpus(train: int, val: int, test: int, gemma: bool = False) -> tuple[str, ...]:
     """ChartQA-style lattice charts (tasks/chartqa_lattice_toy.gin's header has why): one
     series, up to 3 bars, value and category labels at 20 pt on the 32-pixel lattice;
-    questions asked: retrieval and the highest / lowest category (no arithmetic)."""
+    questions asked: retrieval and the highest / lowest category (no arithmetic). `gemma`: also
+    a Gemma-layout tokenizer of the training tables and questions, {corpus}/gemma.model (a
+    from-scratch PaliGemma's: tasks/paligemma_chartqa_lattice_toy.gin)."""
     raw = "{corpus}/raw"
+    questions = (
+        "python -c \"import json, sys; [print(q['query']) for f in sys.argv[1:] "
+        f'for q in json.load(open(f))]" {raw}/train/train_human.json '
+        f"{raw}/train/train_augmented.json > {{corpus}}/questions.txt",
+        f"chartjax-train-vocab --gemma --input {raw}/train/tables/*.csv {{corpus}}/questions.txt "
+        "--out {corpus}/gemma --vocab_size 1000 --soft_vocab_limit --split_digits",
+    )
     return (
         f"chartjax-synth chartqa --out {raw} --train-charts {train} --val-charts {val} "
         f"--test-charts {test} --seed 1 --questions 2 --kinds retrieval,max,min "
@@ -93,6 +102,7 @@ def _chartqa_corpus(train: int, val: int, test: int) -> tuple[str, ...]:
         f"tfds build tfds_builders/chartqa --manual_dir={raw} --data_dir={{corpus}}/tfds",
         f"chartjax-train-vocab --input {raw}/train/tables/*.csv --out {{corpus}}/spm "
         "--vocab_size 1000 --soft_vocab_limit --split_digits",
+        *(questions if gemma else ()),
     )
 
 
@@ -189,6 +199,45 @@ CHARTQA_TABLE = (  # stage 1 of chartqa_learning: chart -> table on the build's 
     "train.eval_every = 0",
     "train.checkpoint_every = 2500",
 )
+PG_QA = ("tasks/paligemma_chartqa_lattice_toy.gin",)
+PG_TABLE_STEPS = 700  # + the recipe's 1,000 QA steps: 21 CPU min, level with question-only
+PALIGEMMA_TABLE = (  # stage 1 of paligemma_learning: the same model, chart -> table
+    "train.task = 'deplot'",
+    "evaluate.task = 'deplot'",
+    *CHARTQA_TABLE[:3],
+    "deplot_task.prompt = 'table'",  # 7 prefix tokens; DePlot's prompt takes 45 here
+    "Features.max_input_len = 8",
+    "Features.max_target_len = 64",
+    "Decoding.max_decode_len = 64",
+    f"train.num_train_steps = {PG_TABLE_STEPS}",
+    f"schedule.total_steps = {PG_TABLE_STEPS}",
+    "train.eval_every = 0",
+    f"train.checkpoint_every = {PG_TABLE_STEPS}",
+    "train.best_metric = None",
+)
+PG_SMALL_FLAGS = "--hidden 384 --layers 4 --heads 6 --mlp 1536 --vocab 16384"  # step.py's
+PG_SMALL = (  # PaliGemma 1 of step.py --model paligemma PG_SMALL_FLAGS (22.3M parameters), fp32
+    "PaliGemmaConfig.version = 1",
+    "PaliGemmaConfig.layer_types = ()",
+    "PaliGemmaConfig.sliding_window = None",
+    "PaliGemmaConfig.attn_logit_softcap = None",
+    "PaliGemmaConfig.final_logit_softcap = None",
+    "PaliGemmaConfig.query_pre_attn_scalar = None",
+    "PaliGemmaConfig.vocab_size = 16384",
+    "PaliGemmaConfig.image_token_id = 16383",
+    *(f"PaliGemmaConfig.{p}emb_dim = 384" for p in ("", "vision_")),
+    *(f"PaliGemmaConfig.{p}num_heads = 6" for p in ("", "vision_")),
+    *(f"PaliGemmaConfig.{p}mlp_dim = 1536" for p in ("", "vision_")),
+    *(f"PaliGemmaConfig.{p}num_layers = 4" for p in ("", "vision_")),
+    "PaliGemmaConfig.num_kv_heads = 1",
+    "PaliGemmaConfig.head_dim = 64",
+    "PaliGemmaConfig.patch_size = 14",
+    "PaliGemmaConfig.dtype = 'float32'",
+    "IMAGE_SIZE = 224",  # 256 image tokens
+    "synthetic_prefix_lm_task.prefix_len = 32",
+    "synthetic_prefix_lm_task.target_len = 16",
+    "train.global_batch_size = 8",
+)
 PIX2STRUCT_BASE = ("sizes/pix2struct_base.gin",)
 BASE_SHAPES = (  # Pix2Struct-base on the synthetic patch task: 2,048 patches, 128 targets
     "Pix2StructConfig.patch_size = 16",
@@ -200,6 +249,20 @@ BASE_SHAPES = (  # Pix2Struct-base on the synthetic patch task: 2,048 patches, 1
     "train.global_batch_size = 8",
 )
 P2S_SMOKE = ("tasks/pix2struct_synthetic_smoke.gin",)
+# PaliGemma 2 at its sizes (sizes/paligemma2_*.gin) on the synthetic prefix-LM task, batch 1:
+# full fine-tuning, LoRA (peft/lora_paligemma.gin), LoRA over an int8 base (models/quantize.py).
+PG2_MODELS = {
+    "3b_448": ("3b", 448),
+    "3b_896": ("3b", 896),
+    "10b_448": ("10b", 448),
+    "28b_448": ("28b", 448),
+}
+PG2_PEFT = {
+    "full": (),
+    "lora": ("peft/lora_paligemma.gin",),
+    "lora_int8": ("peft/lora_paligemma_int8.gin",),
+}
+REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
 C2T_TINY = ("runs/smoke.gin",)  # a tiny model of each family, on the release's build
 
 BENCHES = {
@@ -230,6 +293,13 @@ BENCHES = {
             bindings=(*TIMED, "train.num_train_steps = 30"),
         ),
         Bench(
+            "paligemma_step",
+            "the product's PaliGemma 1 train step (step_s) at a small config, 20 updates; HF's "
+            f"on the same shapes: step.py --model paligemma {PG_SMALL_FLAGS} --hf-train-steps",
+            {"small": Arm(("tasks/paligemma_synthetic_smoke.gin",), PG_SMALL)},
+            bindings=(*TIMED, "train.num_train_steps = 20"),
+        ),
+        Bench(
             "memory",
             "XLA memory and FLOPs of the Pix2Struct-base step per remat policy (compile only)",
             {
@@ -247,6 +317,22 @@ BENCHES = {
                 "lora": Arm(P2S_SMOKE + PIX2STRUCT_BASE + ("peft/lora.gin",)),
             },
             bindings=(*BASE_SHAPES[:-2], "train.global_batch_size = 2"),
+            compile_only=True,
+        ),
+        Bench(
+            "paligemma2_memory",
+            "XLA memory of PaliGemma 2 3B / 10B / 28B train steps: full, LoRA, LoRA over an "
+            "int8 base, per remat policy (compile only; an arm is <size>_<res>_<peft>_<policy>)",
+            {
+                f"{m}_{p}_{r}": Arm(
+                    ("tasks/paligemma_synthetic_smoke.gin", f"sizes/paligemma2_{size}.gin", *g),
+                    (f"IMAGE_SIZE = {res}", f"PaliGemmaConfig.remat_policy = '{r}'"),
+                )
+                for m, (size, res) in PG2_MODELS.items()
+                for p, g in PG2_PEFT.items()
+                for r in REMAT_POLICIES
+            },
+            bindings=("train.global_batch_size = 1", "train.progress = False"),
             compile_only=True,
         ),
         Bench(
@@ -350,6 +436,31 @@ BENCHES = {
             corpus=_chartqa_corpus(3000, 50, 300),
             bindings=(
                 "VOCAB = '{corpus}/spm.model'",
+                "DATA_DIR = '{corpus}/tfds'",
+                "train.progress = False",
+            ),
+            train_keys=("loss", "accuracy"),
+            baseline=baselines.chartqa_answers,
+            check=chartqa_check,
+        ),
+        Bench(
+            "paligemma_learning",
+            "a tiny PaliGemma from scratch, chart -> table then ChartQA-style questions as the "
+            "prefix, against question-only answers",
+            {
+                "table": Arm(PG_QA, PALIGEMMA_TABLE),
+                "qa": Arm(
+                    PG_QA,
+                    (
+                        "train.init_format = 'chartjax'",
+                        f"train.init_path = '{{runs}}/table/checkpoints/{PG_TABLE_STEPS}'",
+                    ),
+                    evals=(("test", ()),),
+                ),
+            },
+            corpus=_chartqa_corpus(3000, 50, 300, gemma=True),
+            bindings=(
+                "VOCAB = '{corpus}/gemma.model'",
                 "DATA_DIR = '{corpus}/tfds'",
                 "train.progress = False",
             ),

@@ -18,6 +18,23 @@ threads of chartjax's resize there (default: every usable core, chartjax/data/re
 libraries run in this one process, so they share the allocator setting (`--malloc`) and every
 core (XLA's CPU client and `torch.set_num_threads(os.cpu_count())`).
 
+`--model paligemma` (PaliGemma 1: a Gemma decoder, one key/value head, over a SigLIP as wide
+and deep; `--image-size`, `--patch`, `--prefix` text tokens, `--targets` suffix tokens) times
+models/paligemma/decoding.generate against HF's `generate` (its KV cache), prompts of image
+tokens + `<bos>` + prefix, and with `--hf-train-steps N` HF's train step (forward with the suffix
+as labels, backward, clipping, AdamW: step_hf.paligemma_train_fn; median of N after 3 warm-ups)
+for the product's own step on the same shapes, the runner's `paligemma_step` (train_metrics.jsonl's
+step_s). Measured (issue 42 item 7; 2-core AMD EPYC, shared, load average 10-12.7; jax 0.10.2,
+torch 2.13.0, transformers 5.25.0; fp32, 22.3M parameters, batch 8, 256 image tokens, prefix 32,
+suffix / output 16), two rounds of one runner run then one step.py run:
+    python -m chartjax.tools.bench.runner paligemma_step --rerun
+    python -m chartjax.tools.bench.step --model paligemma --hidden 384 --layers 4 --heads 6 \
+        --mlp 1536 --vocab 16384 --dtype float32 --prefix 32 --targets 16 --decode-tokens 16 \
+        --beams 0 --compare-hf --hf-train-steps 5
+train step chartjax 16.4 / 15.3 s (median of the logged rows) against HF 40.6 / 20.3 s: 2.47x /
+1.32x (not interleaved: the processes one after the other); greedy decoding 5.2x / 4.2x HF
+(interleaved, min 3.2x / 2.3x). docs/benchmarks.md has the table.
+
 The notes below are of the former version, which also timed a training step of its own beside
 HF's (train ratios, GEMM ceiling); its decode, beam and patch figures are this file's.
 
@@ -82,7 +99,7 @@ from chartjax.tools.bench import harness, step_hf
 
 def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=["pix2struct", "t5"], default="pix2struct")
+    p.add_argument("--model", choices=["pix2struct", "t5", "paligemma"], default="pix2struct")
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=4, help="encoder and decoder layers each")
     p.add_argument("--heads", type=int, default=4)
@@ -91,6 +108,15 @@ def _args(argv=None):
     p.add_argument("--patches", type=int, default=512, help="encoder length (patches/tokens)")
     p.add_argument("--targets", type=int, default=64)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--image-size", type=int, default=224, help="paligemma: image side")
+    p.add_argument("--patch", type=int, default=14, help="paligemma: SigLIP patch side")
+    p.add_argument("--prefix", type=int, default=32, help="paligemma: prompt text tokens")
+    p.add_argument(
+        "--hf-train-steps",
+        type=int,
+        default=0,
+        help="paligemma: also time this many HF train steps (AdamW; `--targets` suffix tokens)",
+    )
     p.add_argument("--dtype", default="bfloat16", help="chartjax activation dtype")
     p.add_argument("--decode-tokens", type=int, default=32)
     p.add_argument("--decode-reps", type=int, default=3)
@@ -118,7 +144,10 @@ def _args(argv=None):
     )
     p.add_argument("--patch-worker", help=argparse.SUPPRESS)  # internal: .npz of the charts
     harness.add_out_flag(p)
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.model == "paligemma":
+        a.skip_patches = True  # patch extraction is Pix2Struct's
+    return a
 
 
 # ----------------------------------------------------------------------------------- inputs
@@ -126,6 +155,27 @@ def _args(argv=None):
 
 def _config(a):
     from chartjax.models.model_configs import Pix2StructConfig, T5Config
+
+    if a.model == "paligemma":  # step_hf.paligemma_model's: SigLIP as wide and deep as Gemma
+        from chartjax.models.paligemma import PaliGemmaConfig
+
+        return PaliGemmaConfig(
+            vocab_size=a.vocab,
+            emb_dim=a.hidden,
+            num_heads=a.heads,
+            num_kv_heads=1,
+            head_dim=a.hidden // a.heads,
+            mlp_dim=a.mlp,
+            num_layers=a.layers,
+            vision_emb_dim=a.hidden,
+            vision_num_heads=a.heads,
+            vision_mlp_dim=a.mlp,
+            vision_num_layers=a.layers,
+            image_size=a.image_size,
+            patch_size=a.patch,
+            image_token_id=a.vocab - 1,
+            dtype=a.dtype,
+        )
 
     kw = dict(
         vocab_size=a.vocab,
@@ -140,8 +190,27 @@ def _config(a):
     return Pix2StructConfig(**kw) if a.model == "pix2struct" else T5Config(**kw)
 
 
+def _paligemma_batch(a, cfg, rng) -> dict:
+    """The processor's layout: `pixel_values` NCHW in [-1, 1]; the prompt `input_ids` (image
+    tokens, `<bos>`, prefix ids, newline); `train_ids` / `train_types`: it with the suffix."""
+    n, b = cfg.num_image_tokens, a.batch
+    text = rng.integers(3, a.vocab - 1, (b, a.prefix + a.targets)).astype(np.int32)
+    text[:, 0], text[:, a.prefix - 1] = cfg.bos_id, 108  # <bos> ... "\n"
+    ids = np.concatenate([np.full((b, n), cfg.image_token_id, np.int32), text], 1)
+    types = (np.arange(ids.shape[1]) >= n + a.prefix).astype(np.int32)
+    pixels = rng.uniform(-1, 1, (b, 3, a.image_size, a.image_size)).astype(np.float32)
+    return {
+        "pixel_values": pixels,
+        "input_ids": ids[:, : n + a.prefix],
+        "train_ids": ids,
+        "train_types": np.broadcast_to(types, ids.shape).copy(),
+    }
+
+
 def _batch(a, cfg):
     rng = np.random.default_rng(0)
+    if a.model == "paligemma":
+        return _paligemma_batch(a, cfg, rng)
     tgt = rng.integers(2, a.vocab, (a.batch, a.targets)).astype(np.int32)
     dec_in = np.concatenate([np.zeros((a.batch, 1), np.int32), tgt[:, :-1]], 1)
     if a.model == "pix2struct":
@@ -201,6 +270,10 @@ def chartjax_fns(a, cfg, batch):
     from chartjax.models import decoding, t5
     from chartjax.models.t5 import pix2struct
 
+    dev = jax.devices()[0]
+    info = {"device": dev.device_kind, "platform": dev.platform}
+    if a.model == "paligemma":
+        return _paligemma_fns(a, cfg, batch, info)
     model = (pix2struct if a.model == "pix2struct" else t5).build(cfg, 0)
     enc_batch = {"encoder_input_tokens": jnp.asarray(batch["encoder_input_tokens"])}
 
@@ -216,13 +289,24 @@ def chartjax_fns(a, cfg, batch):
         )  # no beam ever finishes: fixed work, as HF's min_new_tokens
         toks.block_until_ready()
 
-    dev = jax.devices()[0]
-    info = {
-        "device": dev.device_kind,
-        "platform": dev.platform,
-        "beam_once": beam_once if a.beams else None,
-    }
-    return decode_once, info
+    return decode_once, {**info, "beam_once": beam_once if a.beams else None}
+
+
+def _paligemma_fns(a, cfg, batch, info):
+    """chartjax_fns of `--model paligemma`: models/paligemma/decoding.generate (its KV cache),
+    no early stop (eos_id -1: fixed work, as HF's min_new_tokens)."""
+    from chartjax.models import paligemma
+    from chartjax.models.paligemma import decoding
+
+    model = paligemma.build(cfg, 0)
+    args = (batch["pixel_values"], batch["input_ids"], np.ones_like(batch["input_ids"]))
+
+    def run(method: str, beams: int = 1):
+        return lambda: decoding.generate(
+            model, *args, max_new_tokens=a.decode_tokens, method=method, num_beams=beams, eos_id=-1
+        )  # numpy out: blocks until done
+
+    return run("greedy"), {**info, "beam_once": run("beam", a.beams) if a.beams else None}
 
 
 # ----------------------------------------------------------------------------------- patches
@@ -340,7 +424,7 @@ def main(argv=None) -> dict | None:
             results["chartjax"].update(bench_patches(a, imgs))
     else:
         hf_decode, hf_info = step_hf.decode_fns(a, batch)
-        hf_beam = hf_info.pop("beam_once") if a.beams else None
+        hf_beam = hf_info.pop("beam_once")  # timed where chartjax's is (a.beams > 0)
         decode = harness.interleaved(cj_decode, hf_decode, _alternations(a.decode_reps))
         results["chartjax"] = {**info, "decode_examples_per_s": a.batch / decode["a"]["mean_s"]}
         results["hf"] = {**hf_info, "decode_examples_per_s": a.batch / decode["b"]["mean_s"]}
@@ -363,6 +447,9 @@ def main(argv=None) -> dict | None:
                 results["hf"].update(worker["hf"])
                 ratios.update(worker["ratios"])
         results["ratios_chartjax_over_hf"] = ratios
+    if a.hf_train_steps and a.model == "paligemma":  # median over the steps after 3 warm-ups
+        fn = step_hf.paligemma_train_fn(a, batch)
+        results.setdefault("hf", {})["train"] = harness.timeit(fn, a.hf_train_steps, warmup=3)
     if "tensorflow" in sys.modules or "gin" in sys.modules:
         raise RuntimeError("bench/step.py must not import tensorflow or gin")
     return harness.emit(run.report(results), a.out)

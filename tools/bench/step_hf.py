@@ -17,7 +17,15 @@ def decode_fns(a, batch):
     torch.manual_seed(0)
     torch.set_num_threads(os.cpu_count() or 1)
     h, d_kv = a.hidden, a.hidden // a.heads
-    if a.model == "pix2struct":
+    if a.model == "paligemma":
+        model = paligemma_model(a)
+        inputs = {
+            "pixel_values": torch.tensor(batch["pixel_values"]),
+            "input_ids": torch.tensor(batch["input_ids"], dtype=torch.long),
+            "attention_mask": torch.ones(batch["input_ids"].shape, dtype=torch.long),
+            "token_type_ids": torch.zeros(batch["input_ids"].shape, dtype=torch.long),
+        }
+    elif a.model == "pix2struct":
         cfg = transformers.Pix2StructConfig(
             text_config=dict(
                 vocab_size=a.vocab,
@@ -91,6 +99,65 @@ def decode_fns(a, batch):
             "beam_once": beam_once,
         },
     )
+
+
+def paligemma_model(a):
+    """HF's PaliGemma (Gemma decoder, multi-query) of step.py's `--model paligemma` shapes,
+    float32, HF's own init and attention (sdpa)."""
+    import transformers
+
+    heads = dict(num_attention_heads=a.heads, intermediate_size=a.mlp, hidden_size=a.hidden)
+    cfg = transformers.PaliGemmaConfig(
+        vision_config=dict(
+            model_type="siglip_vision_model",
+            num_hidden_layers=a.layers,
+            image_size=a.image_size,
+            patch_size=a.patch,
+            vision_use_head=False,
+            **heads,
+        ),
+        text_config=dict(
+            model_type="gemma",
+            num_hidden_layers=a.layers,
+            num_key_value_heads=1,
+            head_dim=a.hidden // a.heads,
+            vocab_size=a.vocab,
+            **heads,
+        ),
+        image_token_index=a.vocab - 1,
+        projection_dim=a.hidden,
+        vocab_size=a.vocab,
+    )
+    return transformers.PaliGemmaForConditionalGeneration(cfg)
+
+
+def paligemma_train_fn(a, batch):
+    """One HF training step (forward with the suffix as labels, backward, AdamW step, grads
+    zeroed) on step.py's training batch: what HF Trainer runs per step, without its loop."""
+    import torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(os.cpu_count() or 1)
+    model = paligemma_model(a).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    ids = torch.tensor(batch["train_ids"], dtype=torch.long)
+    types = torch.tensor(batch["train_types"], dtype=torch.long)
+    inputs = {
+        "pixel_values": torch.tensor(batch["pixel_values"]),
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": types,
+        "labels": torch.where(types == 1, ids, torch.full_like(ids, -100)),
+    }
+
+    def step():
+        loss = model(**inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
 
 
 def patch_fn(max_patches: int):

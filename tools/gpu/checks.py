@@ -50,6 +50,11 @@ step counts are guesses at what fits one 10-minute call):
   rematerialization policy at the batch XLA:CPU's memory analysis fits in 139 GB
   (docs/memory.md): the train log's MFU and peak device memory. Packing is left out: it
   applies to the text rows and, for patches, measured slower (docs/packing.md).
+* `paligemma2_lora`, `paligemma2_28b` (issue 42, item 6): PaliGemma 2 LoRA training on the
+  synthetic prefix-LM task (tasks/paligemma_synthetic_smoke.gin, no corpus; random weights, as
+  only speed and memory are read): 3B at 448 with LoRA over a float32 base and over an int8 one
+  (peft/lora_paligemma_int8.gin), then the 28B at 448 over an int8 base, which must fit one
+  80 GB card (docs/peft.md §6): 30 steps each, the train log's MFU and peak device memory.
 """
 
 from __future__ import annotations
@@ -337,6 +342,52 @@ def _memory(tiny: bool, rows=MEMORY_ROWS) -> list[dict]:
     return out
 
 
+# PaliGemma 2 LoRA training (issue 42, item 6) on the synthetic prefix-LM task (no corpus):
+# (run, size, image side, peft file, remat policy, batch), ChartQA's 48 + 48 text tokens. The
+# batches are guesses from the CPU-compiled memory estimates (docs/memory.md, docs/peft.md §6)
+# for an 80 GB card. The train log gives MFU (counted as 3x the forward pass, full fine-tuning's
+# convention: LoRA computes no weight gradient, about 2x) and peak device memory.
+LORA, LORA_INT8 = "peft/lora_paligemma.gin", "peft/lora_paligemma_int8.gin"
+NO_BATCH_DOTS = "dots_with_no_batch_dims_saveable"
+PALIGEMMA2_3B = (
+    ("3b_448_lora", "3b", 448, LORA, NO_BATCH_DOTS, 8),
+    ("3b_448_lora_int8", "3b", 448, LORA_INT8, NO_BATCH_DOTS, 8),
+)
+# The issue's goal: the 28B fine-tunes with LoRA on one 80 GB GPU over its int8 base.
+PALIGEMMA2_28B = (("28b_448_lora_int8", "28b", 448, LORA_INT8, "full", 2),)
+
+
+def _paligemma2(tiny: bool, rows=PALIGEMMA2_3B) -> list[dict]:
+    out = []
+    for name, size, side, peft, policy, batch in rows:
+        out.append(
+            {
+                "name": name,
+                "tool": "train",
+                "gin_file": [
+                    "tasks/paligemma_synthetic_smoke.gin",
+                    *([] if tiny else [f"sizes/paligemma2_{size}.gin"]),
+                    peft,
+                ],
+                "bindings": [
+                    f"IMAGE_SIZE = {16 if tiny else side}",  # the tiny model's 16 x 16
+                    f"PaliGemmaConfig.remat_policy = '{policy}'",
+                    "synthetic_prefix_lm_task.prefix_len = 48",
+                    "synthetic_prefix_lm_task.target_len = 48",
+                    f"train.global_batch_size = {2 if tiny else batch}",
+                    f"train.num_train_steps = {2 if tiny else 30}",
+                    f"train.log_every = {1 if tiny else 10}",
+                    "train.checkpoint_every = 1000000",  # no checkpoint: speed and memory only
+                    "train.final_eval = False",
+                    "train.progress = False",
+                ],
+                # JAX takes 75% of the card by default; the 28B needs more of its 80 GB.
+                "env": {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.95"},
+            }
+        )
+    return out
+
+
 CHECKS = {
     "figureqa": _figureqa,
     "reading": _reading,
@@ -345,6 +396,8 @@ CHECKS = {
     # a call each: three compilations of a base or large train step take minutes
     "memory_base": lambda tiny: _memory(tiny, MEMORY_ROWS[:1]),
     "memory_large": lambda tiny: _memory(tiny, MEMORY_ROWS[1:]),
+    "paligemma2_lora": _paligemma2,
+    "paligemma2_28b": lambda tiny: _paligemma2(tiny, PALIGEMMA2_28B),
 }
 
 
@@ -435,6 +488,7 @@ def run(check: str, data: str, out: str, tiny: bool, work: str | None = None, on
                 rc = subprocess.run(
                     cmd,
                     cwd=work,
+                    env={**os.environ, **step.get("env", {})},
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     timeout=max(deadline - t0, 1),

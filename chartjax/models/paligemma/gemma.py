@@ -41,6 +41,7 @@ from chartjax.models.remat import check_remat_policy, checkpointed
 ACT = ("batch", "length", "embed")
 CACHE = ("batch", "length", None, None)  # KV cache [B, S, kv_heads, head_dim]
 FULL, SLIDING = "full_attention", "sliding_attention"  # HF's `layer_types` values
+EMBED_STD = 0.02  # HF GemmaConfig.initializer_range: the token embeddings' init
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,7 +292,9 @@ class GemmaDecoder(nnx.Module):
     def __init__(self, cfg: GemmaConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
         dt = cfg.activation_dtype
-        self.embedder = Embed(cfg.vocab_size, cfg.emb_dim, dtype=dt, rngs=rngs)
+        # HF's init (GemmaPreTrainedModel: normal(initializer_range 0.02)); at flaxformer's
+        # normal(1.0) the tied output starts at logits of std ~sqrt(emb_dim), a loss of ~35.
+        self.embedder = Embed(cfg.vocab_size, cfg.emb_dim, dtype=dt, stddev=EMBED_STD, rngs=rngs)
         self.layers = nnx.List([GemmaLayer(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
         self.final_norm = GemmaRMSNorm(cfg.emb_dim, eps=cfg.rms_norm_eps, dtype=dt, rngs=rngs)
         self.dropout = nnx.Dropout(cfg.dropout_rate, rngs=rngs)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -28,6 +29,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_bench_step_imports_no_tensorflow_or_gin():
     res = subprocess.run(
         [sys.executable, "-c", CODE],
@@ -62,3 +64,39 @@ def test_only_patches_times_the_patch_worker_alone_with_its_resize_threads(monke
     keys = sorted(f"patch_images_per_s{k}" for k in bench_step.PATCH_IMAGES)
     assert sorted(results["chartjax"]) == keys and not results["hf"], results
     assert "ratios_chartjax_over_hf" not in results
+
+
+PALIGEMMA = """
+import sys
+import numpy as np
+from chartjax.tools.bench import step as bench_step
+import chartjax.models.paligemma.decoding  # noqa: F401
+a = bench_step._args(["--model", "paligemma", "--hidden", "32", "--heads", "4", "--vocab", "256",
+                      "--image-size", "28", "--patch", "14", "--prefix", "5", "--targets", "3",
+                      "--batch", "2", "--dtype", "float32"])
+assert a.skip_patches  # Pix2Struct's patch extraction is not PaliGemma's
+cfg = bench_step._config(a)
+b = bench_step._batch(a, cfg)
+n = cfg.num_image_tokens
+assert n == 4 and cfg.image_token_id == 255 and cfg.vision_emb_dim == 32
+assert b["pixel_values"].shape == (2, 3, 28, 28)  # NCHW, HF's layout
+assert b["input_ids"].shape == (2, n + 5) and b["train_ids"].shape == (2, n + 5 + 3)
+assert (b["input_ids"][:, :n] == 255).all() and (b["input_ids"][:, n] == cfg.bos_id).all()
+assert (b["train_ids"][:, : n + 5] == b["input_ids"]).all()
+assert (b["train_types"] == [0] * (n + 5) + [1] * 3).all()  # the suffix alone has the loss
+bad = [m for m in ("tensorflow", "gin") if m in sys.modules]
+assert not bad, bad
+print("ok")
+"""
+
+
+def test_paligemma_shapes_lay_out_the_processors_prompt_without_gin():
+    res = subprocess.run(
+        [sys.executable, "-c", PALIGEMMA],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        timeout=300,
+    )
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-2000:]
