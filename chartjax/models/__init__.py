@@ -5,6 +5,7 @@
     decoding.py, losses.py       greedy, sampling and beam decoding; cross-entropy with z-loss
     remat.py, segments.py        rematerialization by config; packed-row attention masks
     lora.py, flops.py, tiny.py   LoRA adapters; analytic FLOPs and device peaks; tiny test sizes
+    quantize.py                  LoRA's frozen base kernels stored in bf16 or int8
     configurables.py             the gin edge: every config and factory registered with gin
     t5/                          T5 / Flan-T5 (__init__), pix2struct.py (Pix2Struct, MatCha, DePlot)
     post_ln/                     the post-LN family: blocks.py, bart.py, deberta.py, tapas.py
