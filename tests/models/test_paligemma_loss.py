@@ -5,6 +5,7 @@ in `prefix_lm_loss`, against values computed here in NumPy from the same logits.
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import numpy as np
 
@@ -47,12 +48,15 @@ def test_with_image_tokens_lays_out_a_text_batch_as_the_processor_does():
 
 
 class _Logits:
-    """A stand-in model: fixed logits and a config (prefix_lm_loss reads nothing else)."""
+    """A stand-in model: fixed logits and a config (prefix_lm_loss reads nothing else). Its
+    hidden states are the logits themselves and its output projection the identity, so the
+    loss sees these logits at the positions it keeps (the text after the image tokens)."""
 
     def __init__(self, logits, cfg):
         self.logits, self.cfg = logits, cfg
+        self.decoder = types.SimpleNamespace(logits=lambda h: h)
 
-    def __call__(self, batch, *, deterministic):
+    def hidden_states(self, batch, *, deterministic):
         return self.logits
 
 

@@ -215,10 +215,18 @@ def prefix_lm_loss(model: PaliGemma, batch, *, deterministic: bool) -> tuple[jax
     """Mean next-token loss over the suffix tokens (image and prefix carry no loss), with the
     aux metrics of `losses.seq2seq_loss` (`z_loss`, `num_tokens`, `accuracy`). With
     `cfg.label_smoothing` s > 0 each token's cross-entropy is big_vision's smoothed one,
-    `-(1 - s) log p(target) - s / (V - 1) * sum of log p(v) over the other tokens v`."""
-    logits = model(batch, deterministic=deterministic)[:, :-1]
-    targets = batch["input_ids"][:, 1:]
-    weights = suffix_weights(batch)
+    `-(1 - s) log p(target) - s / (V - 1) * sum of log p(v) over the other tokens v`.
+
+    Logits are made at the text positions alone: every example's `num_image_tokens` image
+    tokens come before its suffix (they open the prefix, whatever the padding side), so no
+    position among the first `num_image_tokens` predicts a suffix token, and the vocabulary
+    projection there (float32 `[B, 1024, 257216]` at 448 px, ~1 GB an example, and its
+    gradient) would carry weight 0."""
+    n = min(model.cfg.num_image_tokens, batch["input_ids"].shape[1] - 1)
+    hidden = model.hidden_states(batch, deterministic=deterministic)[:, n:]
+    logits = model.decoder.logits(hidden)[:, :-1]
+    targets = batch["input_ids"][:, n + 1 :]
+    weights = suffix_weights(batch)[:, n:]
     total, z_term, n = cross_entropy_with_z_loss(logits, targets, weights, model.cfg.z_loss)
     s = model.cfg.label_smoothing
     if s:
