@@ -16,8 +16,11 @@ own trace (its files carry the host name).
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import math
 import os
+import re
 import time
 
 import jax
@@ -174,6 +177,38 @@ def compile_report(compiled) -> dict:
     }
 
 
+def residual_report(loss, *args) -> dict:
+    """What the forward pass of `loss(*args)` saves for its backward pass under the remat
+    policies inside it (traced, nothing compiled): bytes and count of the saved activations at
+    the arguments' global shapes (no sharding), the arguments, constants and literals among the
+    residuals left out (they are held anyway), and so are the outputs of stop_gradient: in
+    chartjax that is how frozen parameters enter the loss (trainable.stop_frozen), an identity
+    whose output is the parameter's own buffer. jax's public view of this is
+    `print_saved_residuals`, one line per residual (`f32[2,4] from ...`): read back here."""
+    from jax.ad_checkpoint import print_saved_residuals
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_saved_residuals(loss, *args)
+    held = ("from the argument", "from a constant", "from a literal", "output of stop_gradient")
+    total, count = 0, 0
+    for line in out.getvalue().splitlines():
+        m = _RESIDUAL.match(line)
+        if m is None:
+            raise ValueError(f"print_saved_residuals wrote a line not read here: {line!r}")
+        if m["src"].startswith(held):
+            continue
+        bits = 8 if m["dtype"] == "bool" else int(re.sub(r"\D", "", m["dtype"]) or 0)
+        if not bits:  # a PRNG key: a few words, no activation
+            continue
+        size = math.prod(int(d) for d in m["shape"].split(",") if d)
+        total, count = total + size * bits // 8, count + 1
+    return {"saved_residuals": {"bytes": total, "count": count}}
+
+
+_RESIDUAL = re.compile(r"^(?P<dtype>[\w<>]+)\[(?P<shape>[\d,]*)\]\s+(?P<src>.*)$")
+
+
 def write_compile_report(workdir: str, report: dict, info) -> str:
     """`<workdir>/compile_only.json` (process 0) of train.compile_only's report, and its
     numbers as lines through `info`."""
@@ -200,6 +235,12 @@ def write_compile_report(workdir: str, report: dict, info) -> str:
         + (f" (analytic matmul count {analytic:.4g})" if analytic else "")
         + f"; bytes accessed {report['bytes_accessed']:.4g}"
     )
+    if "saved_residuals" in report:
+        res = report["saved_residuals"]
+        info(
+            f"saved for the backward pass (global batch, unsharded): {mb(res['bytes'])} in "
+            f"{res['count']} activations"
+        )
     if jax.process_index() == 0:
         os.makedirs(workdir, exist_ok=True)
         with open(path, "w") as f:

@@ -38,6 +38,21 @@ from chartjax.tasks import catalog
 from chartjax.tasks.core.task import Task
 
 
+def make_loss_fn(model_def: state_lib.ModelDef, task: Task, labels: dict | None = None):
+    """`loss_fn(params, state, batch) -> (loss, (aux, model_state))`: the training loss of the
+    step at `state`'s step (its dropout key), frozen parameters behind stop_gradient."""
+
+    def loss_fn(params, state, batch):
+        rng = jax.random.fold_in(jax.random.wrap_key_data(state["rng"]), state["step"])
+        params = trainable_lib.stop_frozen(params, labels)
+        model = model_def.merge(params, state["model_state"], rng)
+        lora.set_dropout(model, True)
+        loss, aux = task.loss(model, batch, train=True)
+        return loss, (aux, state_lib.split_model_state(model))
+
+    return loss_fn
+
+
 def make_train_step(
     model_def: state_lib.ModelDef,
     task: Task,
@@ -47,21 +62,13 @@ def make_train_step(
 ) -> Callable:
     """`labels`: chartjax/trainable.py's TRAIN / FREEZE tree (None: every parameter trains);
     `tx` must be wrapped with it (`trainable.wrap`)."""
+    loss_fn = make_loss_fn(model_def, task, labels)
 
     def train_step(state, batch):
-        rng = jax.random.fold_in(jax.random.wrap_key_data(state["rng"]), state["step"])
-
-        def loss_fn(params):
-            params = trainable_lib.stop_frozen(params, labels)
-            model = model_def.merge(params, state["model_state"], rng)
-            lora.set_dropout(model, True)
-            loss, aux = task.loss(model, batch, train=True)
-            return loss, (aux, state_lib.split_model_state(model))
-
         # allow_int: int8 base kernels (LoraConfig.base_dtype, always frozen) get no gradient.
         (loss, (aux, model_state)), grads = jax.value_and_grad(
             loss_fn, has_aux=True, allow_int=True
-        )(state["params"])
+        )(state["params"], state, batch)
         grads = trainable_lib.zero_int_grads(grads, state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         new_state = {
@@ -95,10 +102,14 @@ def jit_train_step(spec, task: Task, tx, sched, labels, mesh) -> Callable:
     )
 
 
-def compile_step(task: Task, spec, step_fn, mesh, axis_rules, global_batch_size, seed) -> dict:
+def compile_step(
+    task: Task, spec, step_fn, mesh, axis_rules, global_batch_size, seed, loss_fn=None
+) -> dict:
     """`train.compile_only`: `step_fn` lowered and compiled at the state's shapes and one real
     training batch (the pipeline's first, featurized as training would), then XLA's analysis
-    of it (profiling.compile_report: per device). Nothing runs on the device."""
+    of it (profiling.compile_report: per device). Nothing runs on the device. With `loss_fn`
+    (make_loss_fn's) also what the forward pass saves for the backward under the model's remat
+    policy (profiling.residual_report: the whole batch, traced only)."""
     pid, nproc = jax.process_index(), jax.process_count()
     host = pipeline.train_batches(task, global_batch_size, seed, 0, pid, nproc)
     batch = pipeline.to_global(next(iter(host)), mesh, axis_rules, task.model_inputs)
@@ -108,6 +119,14 @@ def compile_step(task: Task, spec, step_fn, mesh, axis_rules, global_batch_size,
         t1 = time.perf_counter()
         compiled = lowered.compile()
         t2 = time.perf_counter()
+        residuals = {}
+        if loss_fn is not None:
+            residuals = profiling.residual_report(
+                lambda params, state, batch: loss_fn(params, state, batch)[0],
+                spec.abstract["params"],
+                spec.abstract,
+                batch,
+            )
     return {
         "task": task.name,
         "global_batch_size": global_batch_size,
@@ -119,6 +138,7 @@ def compile_step(task: Task, spec, step_fn, mesh, axis_rules, global_batch_size,
         "lower_s": t1 - t0,
         "compile_s": t2 - t1,
         **profiling.compile_report(compiled),
+        **residuals,
     }
 
 
@@ -293,8 +313,9 @@ def train(
             step_fn = jit_train_step(spec, the_task, tx, sched, labels, mesh)
             if flops_per_example == "auto":
                 flops_per_example = flops.for_task(model_fn, the_task.lengths)
+            loss_fn = make_loss_fn(spec.model_def, the_task, labels)
             report = compile_step(
-                the_task, spec, step_fn, mesh, axis_rules, global_batch_size, seed
+                the_task, spec, step_fn, mesh, axis_rules, global_batch_size, seed, loss_fn
             )
             if flops_per_example:  # the analytic count (matmuls only), per device and step
                 report["analytic_flops"] = flops_per_example * global_batch_size / mesh.size

@@ -10,6 +10,8 @@ import os
 import time
 
 import gin
+import jax
+import jax.numpy as jnp
 import pytest
 
 from chartjax import config as config_lib
@@ -116,6 +118,26 @@ def test_step_clock_counts_input_wait_and_leaves_out_pauses():
     assert paused["step_s"] < 0.1  # the 0.1 s pauses are left out
 
 
+def test_saved_residuals_are_the_activations_the_backward_pass_keeps():
+    """sum(tanh(x @ w)): the forward keeps tanh's output and 1 - tanh^2 (its derivative), each
+    [2, 4]; w and x are the arguments (held anyway); full remat keeps nothing."""
+
+    def f(w, x):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    w, x = jnp.ones((3, 4)), jnp.ones((2, 3))
+    assert profiling.residual_report(f, w, x) == {"saved_residuals": {"bytes": 64, "count": 2}}
+    half = profiling.residual_report(f, w.astype(jnp.bfloat16), x.astype(jnp.bfloat16))
+    assert half["saved_residuals"] == {"bytes": 32, "count": 2}
+    remat = jax.checkpoint(f, policy=jax.checkpoint_policies.nothing_saveable)
+    assert profiling.residual_report(remat, w, x)["saved_residuals"] == {"bytes": 0, "count": 0}
+    shapes = jax.ShapeDtypeStruct((3, 4), jnp.float32)  # traced at shapes, as compile_only does
+    assert profiling.residual_report(f, shapes, x)["saved_residuals"]["bytes"] == 64
+    # A frozen w (trainable.stop_frozen: stop_gradient) is still the parameter's own buffer.
+    frozen = profiling.residual_report(lambda w, x: f(jax.lax.stop_gradient(w), x), w, x)
+    assert frozen["saved_residuals"] == {"bytes": 64, "count": 2}
+
+
 @pytest.mark.slow
 def test_compile_only_writes_memory_and_flops_and_trains_nothing(tmp_path, capsys):
     workdir = tmp_path / "compiled"
@@ -145,3 +167,4 @@ def test_compile_only_writes_memory_and_flops_and_trains_nothing(tmp_path, capsy
     # XLA counts everything it runs; the analytic count only the matmuls.
     assert 0.5 < report["flops"] / report["analytic_flops"] < 3
     assert report["compile_s"] > 0
+    assert report["saved_residuals"]["bytes"] > 0 and "saved for the backward pass" in err
