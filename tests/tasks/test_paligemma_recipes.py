@@ -8,7 +8,9 @@ evaluation writes the relaxed accuracies."""
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
+import os
 
 import cloudpickle
 import gin
@@ -28,6 +30,7 @@ from chartjax.tasks import catalog
 from chartjax.tasks.core import prefix_lm, seq2seq
 from chartjax.testing import tiny_paligemma
 from tests.gin_configs.test_tasks import TASKS, recipe_kind
+from tests.tasks.conftest import ROOT
 
 TRAIN = {  # recipe -> (task, dummy build, eval split)
     "paligemma_chartqa": ("chartqa", "chartqa", "validation"),
@@ -260,3 +263,40 @@ def test_paligemma_chartqa_trains_and_writes_relaxed_accuracy(
         (m["relaxed_accuracy_human"] + m["relaxed_accuracy_augmented"]) / 2
     )
     assert (workdir / "checkpoints" / "2").is_dir()
+
+
+def test_the_lattice_recipe_puts_the_question_in_the_prefix(tmp_path, tfds_dir):
+    """tasks/paligemma_chartqa_lattice_toy.gin (the learning check's from-scratch PaliGemma):
+    with a `chartjax-train-vocab --gemma` tokenizer its vocabulary covers the model's, the chart
+    becomes 256 x 256 pixels, the question the prefix and the answer the suffix."""
+    from chartjax.tools import train_vocab
+
+    data_dir = tfds_dir("chartqa")
+    raw = os.path.join(ROOT, "tfds_builders", "chartqa", "dummy_data")
+    texts = [  # the questions and answers of the dummy build, as the bench's tokenizer has them
+        f"{q['query']} {q['label']}"
+        for path in glob.glob(os.path.join(raw, "*", "*.json"))
+        for q in json.load(open(path))
+    ]
+    vocab = train_vocab.train(
+        texts, str(tmp_path / "gemma"), vocab_size=400, hard_vocab_limit=False, gemma=True
+    )
+    config_lib.parse_gin(
+        ["tasks/paligemma_chartqa_lattice_toy.gin"],
+        [f"VOCAB = '{vocab}'", f"DATA_DIR = '{data_dir}'"],
+    )
+    assert gin.query_parameter("train.init_format") == "random"
+    config_lib.check_run_vocabulary()
+    cfg = config_lib._model_config("train")
+    assert (cfg.image_size, cfg.patch_size, cfg.image_token_id) == (256, 16, 5)
+    task = catalog.get_task("chartqa")
+    assert task.model_inputs == prefix_lm.MODEL_INPUTS
+    f = _example(task, "validation")
+    assert f["image"].shape == (256, 256, 3)
+    ids, types, mask = f["input_ids"], f["token_type_ids"], f["attention_mask"]
+    assert ids.shape == (48 + 24,)
+    proc = prefix_lm.open_processor(seq2seq.Features())
+    n_prefix = int(np.sum((types == 0) & (mask == 1)))
+    assert proc.tokenizer.decode(ids[1 : n_prefix - 1]) == as_python(f["prompt"])
+    suffix = ids[(types == 1) & (mask == 1)]
+    assert suffix[-1] == proc.eos_id and proc.decode(suffix) == as_python(f["target"])
