@@ -80,12 +80,18 @@ def _chart_info_corpus(train: int, heldout: int) -> tuple[str, ...]:
     )
 
 
-def _chartqa_corpus(train: int, val: int, test: int, gemma: bool = False) -> tuple[str, ...]:
+def _chartqa_corpus(
+    train: int, val: int, test: int, gemma: bool = False, size: str = "576x416"
+) -> tuple[str, ...]:
     """ChartQA-style lattice charts (tasks/chartqa_lattice_toy.gin's header has why): one
     series, up to 3 bars, value and category labels at 20 pt on the 32-pixel lattice;
     questions asked: retrieval and the highest / lowest category (no arithmetic). `gemma`: also
     a Gemma-layout tokenizer of the training tables and questions, {corpus}/gemma.model (a
-    from-scratch PaliGemma's: tasks/paligemma_chartqa_lattice_toy.gin)."""
+    from-scratch PaliGemma's: tasks/paligemma_chartqa_lattice_toy.gin). `size`: the page in
+    pixels; PaliGemma's is square, 512 x 512, so that its 256-pixel input (squeezed square) in
+    16-pixel patches puts one 32-pixel lattice cell in each patch (at 576 x 416 into 224 pixels
+    a patch held 1.3 cells across and 0.9 down: the table stage read the rows, not the values;
+    at 448 x 448 some tables fit no style)."""
     raw = "{corpus}/raw"
     questions = (
         "python -c \"import json, sys; [print(q['query']) for f in sys.argv[1:] "
@@ -97,7 +103,7 @@ def _chartqa_corpus(train: int, val: int, test: int, gemma: bool = False) -> tup
     return (
         f"chartjax-synth chartqa --out {raw} --train-charts {train} --val-charts {val} "
         f"--test-charts {test} --seed 1 --questions 2 --kinds retrieval,max,min "
-        "--types 'Grouped vertical bar' --size 576x416 --max-categories 3 --max-topics 4 "
+        f"--types 'Grouped vertical bar' --size {size} --max-categories 3 --max-topics 4 "
         "--max-series 1 --value-labels 20 --text-grid 32 --tick-size 20 --workers 2",
         f"tfds build tfds_builders/chartqa --manual_dir={raw} --data_dir={{corpus}}/tfds",
         f"chartjax-train-vocab --input {raw}/train/tables/*.csv --out {{corpus}}/spm "
@@ -200,7 +206,7 @@ CHARTQA_TABLE = (  # stage 1 of chartqa_learning: chart -> table on the build's 
     "train.checkpoint_every = 2500",
 )
 PG_QA = ("tasks/paligemma_chartqa_lattice_toy.gin",)
-PG_TABLE_STEPS = 700  # + the recipe's 1,000 QA steps: 21 CPU min, level with question-only
+PG_TABLE_STEPS = 2000  # + the recipe's 2,000 QA steps; at 700 + 1,000 level with question-only
 PALIGEMMA_TABLE = (  # stage 1 of paligemma_learning: the same model, chart -> table
     "train.task = 'deplot'",
     "evaluate.task = 'deplot'",
@@ -458,7 +464,7 @@ BENCHES = {
                     evals=(("test", ()),),
                 ),
             },
-            corpus=_chartqa_corpus(3000, 50, 300, gemma=True),
+            corpus=_chartqa_corpus(3000, 50, 300, gemma=True, size="512x512"),
             bindings=(
                 "VOCAB = '{corpus}/gemma.model'",
                 "DATA_DIR = '{corpus}/tfds'",
