@@ -198,7 +198,8 @@ def residual_report(loss, *args) -> dict:
             raise ValueError(f"print_saved_residuals wrote a line not read here: {line!r}")
         if m["src"].startswith(held):
             continue
-        bits = 8 if m["dtype"] == "bool" else int(re.sub(r"\D", "", m["dtype"]) or 0)
+        width = re.search(r"\d+", m["dtype"])  # f32, bf16, s8, f8_e4m3fn: the first number
+        bits = 8 if m["dtype"] == "bool" else int(width[0]) if width else 0
         if not bits:  # a PRNG key: a few words, no activation
             continue
         size = math.prod(int(d) for d in m["shape"].split(",") if d)

@@ -110,13 +110,7 @@ class LoraDense(Dense):
     def __init__(self, base: Dense, cfg: LoraConfig, rngs: nnx.Rngs, keys=None):
         # No Dense.__init__: the base layer's variables are taken over as they are (the
         # kernel in cfg.base_dtype: int8 adds its `kernel_scale`).
-        self.kernel = base.kernel
-        self.bias = base.bias
-        self.dtype = base.dtype
-        if cfg.base_dtype != "float32":
-            self.kernel, scale = quantize.convert(base.kernel, cfg.base_dtype)
-            if scale is not None:
-                self.kernel_scale = scale
+        quantize.take_over(self, base, cfg.base_dtype)
         d_in, d_out = base.kernel.shape
         names = base.kernel.get_metadata().get("out_sharding") or (None, None)
         if cfg.init == "kaiming_uniform":  # torch's kaiming_uniform_(a=sqrt(5)), as peft

@@ -99,13 +99,20 @@ class QuantizedDense(Dense):
 
     def __init__(self, base: Dense, dtype: str):
         # No Dense.__init__: the base layer's variables are taken over, the kernel converted.
-        self.bias, self.dtype = base.bias, base.dtype
-        self.kernel, scale = convert(base.kernel, dtype)
-        if scale is not None:
-            self.kernel_scale = scale
+        take_over(self, base, dtype)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return matmul(x, self)
+
+
+def take_over(layer: Dense, base: Dense, dtype: str) -> None:
+    """Gives `layer` (a Dense subclass built without Dense.__init__) `base`'s kernel, bias and
+    dtype, the kernel stored in `dtype` (int8 adds its `kernel_scale`; float32 keeps it as is)."""
+    layer.kernel, layer.bias, layer.dtype = base.kernel, base.bias, base.dtype
+    if dtype != "float32":
+        layer.kernel, scale = convert(base.kernel, dtype)
+        if scale is not None:
+            layer.kernel_scale = scale
 
 
 def convert(kernel: nnx.Param, dtype: str) -> tuple[nnx.Param, nnx.Param | None]:

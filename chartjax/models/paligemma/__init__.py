@@ -222,11 +222,11 @@ def prefix_lm_loss(model: PaliGemma, batch, *, deterministic: bool) -> tuple[jax
     position among the first `num_image_tokens` predicts a suffix token, and the vocabulary
     projection there (float32 `[B, 1024, 257216]` at 448 px, ~1 GB an example, and its
     gradient) would carry weight 0."""
-    n = min(model.cfg.num_image_tokens, batch["input_ids"].shape[1] - 1)
-    hidden = model.hidden_states(batch, deterministic=deterministic)[:, n:]
+    start = min(model.cfg.num_image_tokens, batch["input_ids"].shape[1] - 1)
+    hidden = model.hidden_states(batch, deterministic=deterministic)[:, start:]
     logits = model.decoder.logits(hidden)[:, :-1]
-    targets = batch["input_ids"][:, n + 1 :]
-    weights = suffix_weights(batch)[:, n:]
+    targets = batch["input_ids"][:, start + 1 :]
+    weights = suffix_weights(batch)[:, start:]
     total, z_term, n = cross_entropy_with_z_loss(logits, targets, weights, model.cfg.z_loss)
     s = model.cfg.label_smoothing
     if s:
