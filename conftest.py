@@ -1,4 +1,5 @@
-"""Repository-wide pytest set-up: 8 simulated CPU devices for the sharding tests, and the tiny
+"""Repository-wide pytest set-up: 8 simulated CPU devices for the sharding tests (on one xdist
+worker; the others simulate 1: tests/xdist_devices.py), and the tiny
 HF checkpoints (DeBERTa, TAPAS, BART with their tokenizer files) several test folders share.
 
 Must run before jax is imported anywhere, so it lives at the root and sets XLA_FLAGS.
@@ -11,9 +12,15 @@ import tempfile
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# 8 devices on xdist's first worker (and without xdist), 1 on the others: tests/xdist_devices.py
+# sends the files marked multi_device to the first.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_DEVICES = 8 if _WORKER == "gw0" else 1
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
-    os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+    os.environ["XLA_FLAGS"] = (
+        flags + f" --xla_force_host_platform_device_count={_DEVICES}"
+    ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Tests check numerics, not speed: skip most XLA optimizations to halve compile time
 # (as Flax's example tests do). Subprocess tests inherit it through the environment.
@@ -51,6 +58,24 @@ def pytest_collection_modifyitems(config, items):
         weight[item.path] = weight.get(item.path, 0) + (_SLOW_WEIGHT if slow else 1)
         first.setdefault(item.path, i)
     items.sort(key=lambda item: (-weight[item.path], first[item.path]))
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown to pytest without xdist
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadfile":
+        from tests.xdist_devices import DeviceScheduling
+
+        return DeviceScheduling(config, log)
+    return None
+
+
+def pytest_runtest_setup(item):
+    # A guard on the scheduler: a multi_device test must never meet a one-device worker.
+    if item.get_closest_marker("multi_device"):
+        import jax
+
+        if jax.device_count() < 8:
+            pytest.fail(f"{item.nodeid} needs 8 devices; {_WORKER} has {jax.device_count()}")
 
 
 def pytest_unconfigure(config):

@@ -25,6 +25,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from chartjax import checkpoint as ckpt_lib
 
+pytestmark = pytest.mark.multi_device  # arrays sharded over the 8 devices
+
 
 def _mesh():
     return jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))

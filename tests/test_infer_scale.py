@@ -32,6 +32,7 @@ from chartjax.tools import infer as infer_cli
 from tests.test_infer import COMMON, VOCAB_SIZE, _image, fail_infer, run_infer
 
 ROOT = str(Path(__file__).resolve().parents[1])
+pytestmark = pytest.mark.multi_device  # `whole` runs on the 8 devices
 # Sorted ids: "x y" (position 15, batch 2 of 8) and "x_y" (16, batch 3) both map to
 # tables/x_y.csv, so the second is x_y~2.csv.
 IDS = [f"c{i:02d}" for i in range(15)] + ["x y", "x_y", "z0", "z1", "z2"]

@@ -30,9 +30,8 @@ RULES = (("batch", "data"), ("length", None), ("embed", None), ("mlp", "model"))
     ],
 )
 @pytest.mark.slow
+@pytest.mark.multi_device
 def test_constrained_forward_equals_plain(preset, logits_spec):
-    if jax.device_count() < 8:
-        pytest.skip("needs the 8 simulated CPU devices of the root conftest")
     graphdef, state = nnx.split(t5.build(tiny.tiny_t5(), 0))
     rng = np.random.default_rng(0)
     batch = {

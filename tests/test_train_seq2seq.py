@@ -49,6 +49,7 @@ def references():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,preset,shape", CASES)
+@pytest.mark.multi_device
 def test_sharded_steps_equal_single_device(references, name, preset, shape):
     fn, task = MODELS[name]
     result = run_steps(fn, task, jax.devices(), shape, preset, optimizer=("adafactor", 1e-2))

@@ -36,6 +36,7 @@ def single_device():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset,shape", PRESETS)
+@pytest.mark.multi_device
 def test_sharded_step_equals_single_device(single_device, preset, shape):
     assert len(jax.devices()) == 8
     result = run_steps(_model_fn, TASK, jax.devices(), shape, preset)

@@ -136,6 +136,7 @@ def single_device():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family,preset,shape", CASES)
+@pytest.mark.multi_device
 def test_sharded_step_equals_single_device(single_device, family, preset, shape):
     assert len(jax.devices()) == 8
     result = run_steps(

@@ -212,6 +212,7 @@ def test_saved_gin_errors_name_the_file(tmp_path, text, message):
 
 
 @pytest.mark.slow
+@pytest.mark.multi_device
 def test_restore_for_prediction_reads_all_but_the_optimizer(tmp_path):
     """A saved Adam run state comes back under an identity-optimizer spec, placed as the spec
     says (fsdp over 8 devices), with BatchNorm statistics, step and rng; params alone too."""

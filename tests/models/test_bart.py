@@ -299,11 +299,10 @@ def _sharded(state, mesh_lib, mesh, rules):
 
 
 @pytest.mark.slow
+@pytest.mark.multi_device
 def test_tensor_parallel_forward_equals_plain(case):
     if case["name"] != "plain":
         pytest.skip("one sharded compile is enough")
-    if jax.device_count() < 8:
-        pytest.skip("needs the 8 simulated CPU devices of the root conftest")
     mesh_lib = pytest.importorskip("chartjax.mesh")
     mesh, rules = mesh_lib.make_mesh((4, 2)), mesh_lib.axis_rules("tensor_parallel")
     graphdef, state = nnx.split(case["model"])

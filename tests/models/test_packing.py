@@ -202,6 +202,7 @@ def test_unpacked_batch_unchanged_by_segment_ids_of_one_example():
 
 
 @pytest.mark.slow
+@pytest.mark.multi_device
 def test_packed_train_steps_sharded_equal_single_device():
     """Packed rows through the real train step and pipeline: segment features are sharded with
     the batch, and 8 data-parallel devices give the single-device losses and parameters."""

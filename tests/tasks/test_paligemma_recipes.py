@@ -209,6 +209,7 @@ def test_a_tokenizer_that_is_not_the_models_is_refused(checkpoint):
 
 
 @pytest.mark.slow
+@pytest.mark.multi_device
 def test_paligemma_chartqa_trains_and_writes_relaxed_accuracy(
     tmp_path, capsys, checkpoint, tfds_dir
 ):
