@@ -106,6 +106,15 @@ def test_remat_and_lora_keep_the_forward_pass():
     np.testing.assert_allclose(np.asarray(_logits(model, batch)), ref, atol=1e-6)
 
 
+def test_from_scratch_position_embeddings_are_drawn_at_one_over_root_width():
+    # big_vision's ViT and HF's SigLIP: normal(1 / sqrt(width)); at Embed's normal(1.0) a tiny
+    # model trained from scratch never read the chart (docs/benchmarks.md, paligemma_learning).
+    cfg = dataclasses.replace(CFG, vision_emb_dim=256, image_size=64, patch_size=4)
+    table = np.asarray(paligemma.build(cfg, 0).vision_tower.position_embedding.embedding[...])
+    assert table.shape == (256, 256)  # 65,536 draws: the std within 1%
+    assert np.std(table) == pytest.approx(1 / 16, rel=0.01)
+
+
 def test_flops_and_gin_registration():
     f = flops.paligemma_forward_flops(paligemma.PaliGemmaConfig(), 48)
     assert 1.5e12 < f["total"] < 2.0e12 and 0.1 < f["vision"] / f["total"] < 0.2

@@ -33,9 +33,11 @@ INT8 = lora.LoraConfig(
     base_layers=("vision_tower[.].*",),
 )
 # Per-step loss of the int8-base run against the bf16-base run, 20 AdamW steps of this file's
-# model and batches: measured max relative difference 6.1e-4 (int8 against fp32: 6.5e-4; fp32
-# against bf16: 1.5e-4); the bound leaves ~5x margin. docs/peft.md §6 states both.
-LOSS_RTOL = 3e-3
+# model and batches: measured max relative difference 4.8e-3 (int8 against fp32: 9.8e-3; fp32
+# against bf16: 5.0e-3: int8's error is bf16's), since the SigLIP position embeddings are drawn
+# at HF's scale (before, at normal(1.0): 6.1e-4, 6.5e-4, 1.5e-4); the bound leaves ~3x margin.
+# docs/peft.md §6 states both.
+LOSS_RTOL = 1.5e-2
 
 
 def _batch(seed: int) -> dict:

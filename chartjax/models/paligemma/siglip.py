@@ -110,8 +110,15 @@ class SiglipEncoder(nnx.Module):
         self.patch_embedding = Dense(
             cfg.patch_dim, cfg.emb_dim, ("patch", "embed"), use_bias=True, dtype=dt, rngs=rngs
         )
+        # normal(1 / sqrt(width)), as big_vision's ViT and HF's SigLIP initialize it: Embed's
+        # default, normal(1.0), drowned a from-scratch model's patch contents in position noise.
         self.position_embedding = Embed(
-            cfg.num_patches, cfg.emb_dim, ("abspos_buckets", "embed"), dtype=dt, rngs=rngs
+            cfg.num_patches,
+            cfg.emb_dim,
+            ("abspos_buckets", "embed"),
+            stddev=cfg.emb_dim**-0.5,
+            dtype=dt,
+            rngs=rngs,
         )
         self.layers = nnx.List([SiglipLayer(cfg, rngs=rngs) for _ in range(cfg.num_layers)])
         self.post_norm = LayerNorm(cfg.emb_dim, eps=cfg.layer_norm_eps, dtype=dt, rngs=rngs)
