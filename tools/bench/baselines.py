@@ -133,9 +133,20 @@ def constant_baselines(raw: str, heldout_targets: list[str], seed: int) -> dict:
     return out
 
 
-def read_predictions(workdir: str, step: int, split: str = "train") -> list[dict]:
-    """Step `step`'s held-out predictions.jsonl rows."""
-    path = os.path.join(workdir, "eval", split, f"step_{step}", "predictions.jsonl")
+def eval_folder_of(workdir: str, split: str) -> str:
+    """The folder of `workdir` holding `split`'s newest evaluation: `eval/`, or the
+    `eval_<digest>/` that an evaluation with bindings other than the run's writes to
+    (chartjax/evaluate.eval_folder: the reading benches evaluate held-out charts through
+    another DATA_DIR)."""
+    steps = glob.glob(os.path.join(workdir, "eval*", split, "step_*"))
+    if not steps:
+        raise FileNotFoundError(f"{workdir}: no evaluation of split {split!r} (eval*/{split}/)")
+    return os.path.dirname(os.path.dirname(max(steps, key=os.path.getmtime)))
+
+
+def read_predictions(eval_dir: str, step: int, split: str = "train") -> list[dict]:
+    """Step `step`'s held-out predictions.jsonl rows under `eval_dir` (eval_folder_of)."""
+    path = os.path.join(eval_dir, split, f"step_{step}", "predictions.jsonl")
     with open(path) as f:
         return [json.loads(line) for line in f]
 
@@ -153,13 +164,13 @@ def train_vocab(raw: str, out_prefix: str, vocab_size: int, split_digits: bool =
     )
 
 
-def reads_values(workdir: str, step: int, baselines: dict, seed: int) -> dict:
+def reads_values(eval_dir: str, step: int, baselines: dict, seed: int) -> dict:
     """Whether values are read off the chart: step `step`'s held-out RMS F1 with the title rows
     removed, against the best constant prediction's on the same charts (the best of
     `baselines` on the held-out charts themselves, which favours the constant), with a paired
     bootstrap interval of the difference over charts. `margin_ci95` above 0: the gain is larger
     than the noise of this held-out set."""
-    rows = read_predictions(workdir, step)
+    rows = read_predictions(eval_dir, step)
     targets = [r["target"] for r in rows]
     model = rms_f1_per_chart([r["prediction"] for r in rows], targets, False)
     name, best = max(baselines.items(), key=lambda kv: kv[1]["rms_f1_no_title"])
@@ -207,10 +218,10 @@ def number_cell_rates(predictions: list[str], targets: list[str]) -> np.ndarray:
     return np.array([h / n if n else 0.0 for h, n in pairs])
 
 
-def number_cells(workdir: str, step: int, baselines: dict, seed: int) -> dict:
+def number_cells(eval_dir: str, step: int, baselines: dict, seed: int) -> dict:
     """Step `step`'s number-cell exact match against the best constant table's (chosen on the
     held-out charts themselves, which favours the constant), paired bootstrap over charts."""
-    rows = read_predictions(workdir, step)
+    rows = read_predictions(eval_dir, step)
     targets = [r["target"] for r in rows]
     model = number_cell_rates([r["prediction"] for r in rows], targets)
     consts = {

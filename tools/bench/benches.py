@@ -142,11 +142,11 @@ def reading_check(results: dict) -> dict:
     """The held-out tables against the best constant ones (RMS F1 without titles, number
     cells read exactly), paired bootstrap over charts."""
     base = results["baseline"]
-    workdir = results["arms"]["lattice"]["workdir"]
-    step = results["arms"]["lattice"]["train"]["step"]
+    arm = results["arms"]["lattice"]
+    step, folder = arm["train"]["step"], arm["eval_folders"]["train"]
     return {
-        "reads_values": baselines.reads_values(workdir, step, base, 0),
-        "number_cells": baselines.number_cells(workdir, step, base, 0),
+        "reads_values": baselines.reads_values(folder, step, base, 0),
+        "number_cells": baselines.number_cells(folder, step, base, 0),
     }
 
 

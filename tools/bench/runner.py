@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from chartjax.tools.bench import harness
+from chartjax.tools.bench import baselines, harness
 from chartjax.tools.bench.benches import Arm, Bench  # noqa: F401  (the data a bench is)
 
 TIMING = ("step_s", "input_wait_s", "input_wait_fraction", "examples_per_s")
@@ -168,6 +168,10 @@ def run_arm(name: str, arm: Arm, bench: Bench, root: str, corpus: str | None, ex
         _run(commands[-1], log)
     out["train"] = read_train(workdir, bench.train_keys)
     out["eval"] = read_metrics(os.path.join(workdir, "eval"), bench.metric_keys)
+    if arm.evals:  # an evaluation with other bindings writes to eval_<digest>/, not eval/
+        out["eval_folders"] = {s: baselines.eval_folder_of(workdir, s) for s, _ in arm.evals}
+        for split, folder in out["eval_folders"].items():
+            out["eval"][split] = read_metrics(folder, bench.metric_keys)[split]
     if os.path.isdir(os.path.join(workdir, "eval_best")):
         out["eval_best"] = read_metrics(os.path.join(workdir, "eval_best"), bench.metric_keys)
     return out, commands

@@ -631,7 +631,8 @@ def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
         if step["tool"] != "evaluate":
             continue
         workdir = os.path.join(result_dir, step["name"])
-        root = os.path.join(workdir, "eval", step["split"])
+        folder = bench_baselines.eval_folder_of(workdir, step["split"])
+        root = os.path.join(folder, step["split"])
         found = sorted(int(d[5:]) for d in os.listdir(root) if d.startswith("step_"))
         if not found:
             raise FileNotFoundError(f"{root}: no step_<N> predictions")
@@ -641,8 +642,8 @@ def score(check: str, data: str, result_dir: str, seed: int = 0) -> dict:
             continue
         out["runs"][step["name"]] = {
             "step": n,
-            "reads_values": bench_baselines.reads_values(workdir, n, baselines, seed),
-            "number_cells": bench_baselines.number_cells(workdir, n, baselines, seed),
+            "reads_values": bench_baselines.reads_values(folder, n, baselines, seed),
+            "number_cells": bench_baselines.number_cells(folder, n, baselines, seed),
         }
     with open(os.path.join(result_dir, "score.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
