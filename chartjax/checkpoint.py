@@ -18,6 +18,7 @@ second Ctrl-C aborts at once (KeyboardInterrupt).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -48,18 +49,19 @@ PREEMPTED = "preempted (SIGTERM)"
 INTERRUPTED = "interrupted (Ctrl-C)"
 
 
-def _save_without_replica_slices_on_cpu() -> None:
-    """On CPU, saves write each replicated array from its first replica.
+@functools.cache
+def save_without_replica_slices_on_cpu() -> None:
+    """On CPU, saves write each replicated array from its first replica (called by the writers:
+    `Checkpointer` and interop/chartjax_ckpt.save; once per process).
 
     Orbax's default on CPU and TPU (its `_get_default_use_replica_parallel`; GPUs are already
     off) splits a replicated array into one slice per replica so that each device writes part
     of it. CPU devices share the host's memory, so the split saves no copy, and each slice is a
     `jit_slice` compiled per shape: 48 programs, ~2 CPU s, at a tiny run's first save over 8
-    simulated devices. Registered once, for jax.Array, in Orbax's global registry: its
-    StandardSave takes no registry of its own, so other Orbax saves of the process on CPU
-    write this way too (the same files; only who writes them changes)."""
-    global _REGISTERED
-    if _REGISTERED or jax.default_backend() != "cpu":
+    simulated devices. Registered for jax.Array in Orbax's global registry: its StandardSave
+    takes no registry of its own, so other Orbax saves of the process on CPU write this way too
+    (the same files; only who writes them changes)."""
+    if jax.default_backend() != "cpu":
         return
     handler = ocp.type_handlers.ArrayHandler(use_replica_parallel=False)
     absl = logging.getLogger("absl")  # Orbax warns of every override, in each run's log
@@ -69,10 +71,6 @@ def _save_without_replica_slices_on_cpu() -> None:
         ocp.type_handlers.register_type_handler(jax.Array, handler, override=True)
     finally:
         absl.setLevel(level)
-    _REGISTERED = True
-
-
-_REGISTERED = False
 
 
 class Checkpointer:
@@ -85,7 +83,7 @@ class Checkpointer:
         best_mode: str = "max",
         async_save: bool = False,
     ):
-        _save_without_replica_slices_on_cpu()
+        save_without_replica_slices_on_cpu()
         self.dir = os.path.abspath(os.path.join(workdir, "checkpoints"))
         self.manager = ocp.CheckpointManager(
             self.dir,

@@ -42,15 +42,9 @@ class DeviceScheduling(LoadFileScheduling):
 
     def _assign_work_unit(self, node) -> None:
         runnable = self._runnable(node)
-        if not runnable:
-            return
-        scope = runnable[0]
-        work_unit = self.workqueue.pop(scope)
-        self.assigned_work.setdefault(node, {})[scope] = work_unit
-        collection = self.registered_collections[node]
-        node.send_runtest_some(
-            [collection.index(nodeid) for nodeid, done in work_unit.items() if not done]
-        )
+        if runnable:  # the base class hands out the queue's first unit: put this node's there
+            self.workqueue.move_to_end(runnable[0], last=False)
+            super()._assign_work_unit(node)
 
     def _reschedule(self, node) -> None:
         # The base class shuts a node down only when the whole queue is empty: a one-device

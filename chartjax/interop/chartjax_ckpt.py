@@ -104,6 +104,9 @@ def save(model, path: str, *, labels=None) -> None:
     with open(os.path.join(path, CONFIG_FILE), "w") as f:
         json.dump(meta, f, indent=2)
     params = nnx.to_pure_dict(nnx.state(model, WEIGHTS))
+    from chartjax import checkpoint
+
+    checkpoint.save_without_replica_slices_on_cpu()
     with ocp.StandardCheckpointer() as ckptr:
         ckptr.save(os.path.join(path, PARAMS_DIR), params)
 
