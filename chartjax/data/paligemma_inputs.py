@@ -165,7 +165,13 @@ class SentencePieceTokenizer:
                     out.append("\ufffd" * len(raw))
                 raw.clear()
             if pieces:
-                out.append(self._sp.decode(pieces))
+                text = self._sp.decode(pieces)
+                # SentencePiece drops a run's leading space where the model adds a dummy
+                # prefix; only the text's own start has one ("18-24 | 61.3" came back
+                # "18-24 |61.3" after the byte piece "|", which no table parser splits).
+                if out and self._sp.id_to_piece(pieces[0]).startswith("\u2581"):
+                    text = " " * (not text.startswith(" ")) + text
+                out.append(text)
                 pieces.clear()
 
         for i in (int(i) for i in ids if int(i) not in self._special):
