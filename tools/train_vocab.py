@@ -13,6 +13,12 @@ before training, so "\\n" never becomes a piece of its own and always goes throu
 as in the released Pix2Struct vocabulary. Normalization is NFKC (not SentencePiece's default
 `nmt_nfkc`, which would turn newlines into spaces).
 
+`--gemma --images 'train/png/*.png' --image_size 256` also writes SigLIP's image processor file,
+`preprocessor_config.json`, beside `<out>.model`, with those images' per-channel pixel mean and
+standard deviation as `image_mean` / `image_std` (the from-scratch model's input normalization:
+pretrained SigLIP's [-1, 1] leaves a chart page near +1 everywhere, and a 0.9M-parameter
+PaliGemma trained on it never read a value; standardized, it did: docs/benchmarks.md).
+
 Size: at least 3 special ids + 256 byte pieces + the corpus's characters (those within
 `--character_coverage`), so a few hundred at the least; at most what the corpus yields (or fewer
 with `--soft_vocab_limit`). Either limit is one line on stderr, exit status 2. The model's
@@ -23,6 +29,7 @@ with `--soft_vocab_limit`). Either limit is one line on stderr, exit status 2. T
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -148,6 +155,53 @@ def _size_problem(message: str, vocab_size: int, character_coverage: float) -> s
     return "SentencePiece: " + (message.strip().splitlines() or ["failed"])[-1]
 
 
+def write_image_processor(paths: Iterable[str], folder: str, image_size: int) -> str:
+    """`folder/preprocessor_config.json`: SiglipImageProcessor's fields at `image_size`, its
+    image_mean / image_std the per-channel mean and standard deviation of `paths`' pixels in
+    [0, 1], each image converted and resized as the PaliGemma processor does."""
+    import numpy as np
+
+    from chartjax.data import paligemma_inputs as pi
+
+    settings = pi.ImageSettings(size=(image_size, image_size), do_normalize=False)
+    total, squares, n = np.zeros(3), np.zeros(3), 0
+    for path in paths:
+        try:
+            x = pi.pixels(_open_image(path), settings).astype(np.float64).reshape(-1, 3)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}: not an image ({e})") from None
+        total, squares, n = total + x.sum(0), squares + (x * x).sum(0), n + len(x)
+    if not n:
+        raise ValueError("--images matched no file")
+    mean = total / n
+    std = np.sqrt(np.maximum(squares / n - mean * mean, 0.0))
+    config = {
+        "image_processor_type": "SiglipImageProcessor",
+        "processor_class": "PaliGemmaProcessor",
+        "do_convert_rgb": True,
+        "do_resize": True,
+        "size": {"height": image_size, "width": image_size},
+        "resample": settings.resample,
+        "do_rescale": True,
+        "rescale_factor": settings.rescale_factor,
+        "do_normalize": True,
+        "image_mean": [round(float(v), 6) for v in mean],
+        "image_std": [round(float(v), 6) for v in np.maximum(std, 1e-6)],
+    }
+    out = os.path.join(folder, "preprocessor_config.json")
+    with open(out, "w") as f:
+        json.dump(config, f, indent=2)
+    return out
+
+
+def _open_image(path: str):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.load()
+        return image
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(
         prog="chartjax-train-vocab",
@@ -187,10 +241,24 @@ def main(argv=None) -> None:
         action="store_true",
         help="Gemma's special ids, <image> at 5 (a from-scratch PaliGemma's tokenizer)",
     )
+    p.add_argument(
+        "--images",
+        nargs="+",
+        default=[],
+        help="with --gemma: training images whose pixel mean / std the image processor file "
+        "beside <out>.model gets (shell globs are expanded)",
+    )
+    p.add_argument(
+        "--image_size", type=int, default=224, help="with --images: the model's image side"
+    )
     a = p.parse_args(argv)
     for path in a.input:
         if not os.path.isfile(path):
             p.error(f"input file not found: {path}")
+    if a.images and not a.gemma:
+        p.error("--images writes a PaliGemma image processor file: it needs --gemma")
+    patterns = [os.path.expanduser(p) for p in a.images]
+    images = sorted(f for pattern in patterns for f in (glob.glob(pattern) or [pattern]))
     try:
         model = train(
             iter_texts(a.input, a.field),
@@ -202,13 +270,24 @@ def main(argv=None) -> None:
             split_digits=a.split_digits,
             gemma=a.gemma,
         )
-    except ValueError as e:  # a size the corpus cannot give, a bad JSONL record
+        processor = images and write_image_processor(
+            images, os.path.dirname(os.path.abspath(a.out)), a.image_size
+        )
+    except ValueError as e:  # a size the corpus cannot give, a bad JSONL record or image
         print(f"chartjax-train-vocab: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     import sentencepiece as spm
 
     pieces = spm.SentencePieceProcessor(model_file=model).get_piece_size()
-    print(json.dumps({"model": model, "vocab_size": pieces}))
+    print(
+        json.dumps(
+            {
+                "model": model,
+                "vocab_size": pieces,
+                **({"processor": processor} if processor else {}),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -132,3 +132,33 @@ def test_gemma_layout_is_what_the_paligemma_processor_reads(tmp_path):
     assert len(proc.tokenizer) == spm.SentencePieceProcessor(model_file=model).get_piece_size() + (
         len(paligemma_inputs.EXTRA)
     )
+
+
+def test_gemma_images_give_the_processor_their_pixel_mean_and_std(tmp_path, capsys):
+    """`--gemma --images`: preprocessor_config.json beside the model holds the images' per-channel
+    mean and std, and the training processor standardizes with them."""
+    from PIL import Image
+
+    from chartjax.data import paligemma_inputs
+
+    a, b = (200, 0, 50), (100, 255, 150)  # means 150 / 127.5 / 100, stds 50 / 127.5 / 50
+    for name, color in (("a", a), ("b", b)):
+        Image.new("RGB", (8, 8), color).save(tmp_path / f"{name}.png")
+    corpus = tmp_path / "q.txt"
+    corpus.write_text("\n".join(f"What is the value in {y}? {y % 97}" for y in range(1960, 2020)))
+    out = tmp_path / "vocab" / "gemma"
+    argv = ["--input", corpus, "--out", out, "--vocab_size", 300, "--soft_vocab_limit"]
+    code, _, err = _main(capsys, *argv, "--images", str(tmp_path / "a.png"), "--image_size", 8)
+    assert code == 2
+    assert "--images writes a PaliGemma image processor file: it needs --gemma" in err
+    code, stdout, _ = _main(
+        capsys, *argv, "--gemma", "--images", str(tmp_path / "*.png"), "--image_size", 8
+    )
+    assert code == 0
+    written = json.loads((tmp_path / "vocab" / "preprocessor_config.json").read_text())
+    assert json.loads(stdout)["processor"] == str(tmp_path / "vocab" / "preprocessor_config.json")
+    np.testing.assert_allclose(written["image_mean"], np.array([150, 127.5, 100]) / 255, atol=1e-6)
+    np.testing.assert_allclose(written["image_std"], np.array([50, 127.5, 50]) / 255, atol=1e-6)
+    proc = paligemma_inputs.Processor.for_training(str(out) + ".model", 8)
+    x = paligemma_inputs.pixels(Image.new("RGB", (8, 8), a), proc.images)
+    np.testing.assert_allclose(x[0, 0], [1.0, -1.0, -1.0], atol=1e-4)

@@ -87,18 +87,20 @@ def _chartqa_corpus(
     series, up to 3 bars, value and category labels at 20 pt on the 32-pixel lattice;
     questions asked: retrieval and the highest / lowest category (no arithmetic). `gemma`: also
     a Gemma-layout tokenizer of the training tables and questions, {corpus}/gemma.model (a
-    from-scratch PaliGemma's: tasks/paligemma_chartqa_lattice_toy.gin). `size`: the page in
-    pixels; PaliGemma's is square, 512 x 512, so that its 256-pixel input (squeezed square) in
-    16-pixel patches puts one 32-pixel lattice cell in each patch (at 576 x 416 into 224 pixels
-    a patch held 1.3 cells across and 0.9 down: the table stage read the rows, not the values;
-    at 448 x 448 some tables fit no style)."""
+    from-scratch PaliGemma's: tasks/paligemma_chartqa_lattice_toy.gin) and its image processor
+    file, the training charts' pixel mean and std (at [-1, 1] the toy read no value). `size`:
+    the page in pixels; PaliGemma's is square, 512 x 512, so that its 256-pixel input (squeezed
+    square) in 16-pixel patches puts one 32-pixel lattice cell in each patch (at 576 x 416 into
+    224 pixels a patch held 1.3 cells across and 0.9 down: the table stage read the rows, not
+    the values; at 448 x 448 some tables fit no style)."""
     raw = "{corpus}/raw"
     questions = (
         "python -c \"import json, sys; [print(q['query']) for f in sys.argv[1:] "
         f'for q in json.load(open(f))]" {raw}/train/train_human.json '
         f"{raw}/train/train_augmented.json > {{corpus}}/questions.txt",
         f"chartjax-train-vocab --gemma --input {raw}/train/tables/*.csv {{corpus}}/questions.txt "
-        "--out {corpus}/gemma --vocab_size 1000 --soft_vocab_limit --split_digits",
+        "--out {corpus}/gemma --vocab_size 1000 --soft_vocab_limit --split_digits "
+        f"--images '{raw}/train/png/*.png' --image_size 256",
     )
     return (
         f"chartjax-synth chartqa --out {raw} --train-charts {train} --val-charts {val} "
