@@ -5,12 +5,14 @@ devices each, must log the same losses as 1 process with 4 devices reading the s
 batches (tolerance 1e-5: the cross-process all-reduce sums in another order).
 Resume: a run SIGKILLed after its first checkpoint and then resumed ends with parameters
 bit-identical to an uninterrupted run on the same mesh, and logs each step once.
-SIGTERM: the run saves and exits 143; its rerun, after the latest checkpoint is damaged, names
-that checkpoint in one line, keeps it, resumes from the one before and logs each step once.
-Busy workdir and Ctrl-C: a second run on the workdir of a running one is refused in one line
-naming it (pid, host, since when) and writes nothing; a first Ctrl-C saves and stops (130).
+Busy workdir, SIGTERM, a damaged checkpoint and Ctrl-C, in one workdir and two processes: a
+second run on the workdir of a running one is refused in one line naming it (pid, host, since
+when) and writes nothing; SIGTERM saves and exits 143; the rerun, after the latest checkpoint
+is damaged, names that checkpoint in one line, keeps it and resumes from the one before; a
+first Ctrl-C saves and stops it (130); each step is logged once across both runs.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -183,8 +185,37 @@ def _truncate_array_files(step_dir):
             f.truncate(os.path.getsize(path) // 2)
 
 
+def _wait(proc, done, what):
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if done():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the run ended (or 600 s passed) before {what}")
+
+
+def _last_logged(workdir):
+    """The last step train_metrics.jsonl holds (0: none yet), read while a run writes it."""
+    try:
+        with open(os.path.join(workdir, "train_metrics.jsonl")) as f:
+            return max((json.loads(line)["step"] for line in f if line.endswith("\n")), default=0)
+    except FileNotFoundError:
+        return 0
+
+
+def _checkpoints(ckpts):
+    return sorted(int(d) for d in (os.listdir(ckpts) if ckpts.exists() else []) if d.isdigit())
+
+
 @pytest.mark.slow
-def test_sigterm_exits_143_and_a_damaged_checkpoint_is_skipped_and_kept(tmp_path):
+def test_a_busy_workdir_sigterm_a_damaged_checkpoint_and_ctrl_c(tmp_path, capsys):
+    """One workdir, two processes (each start costs an import and a compile, so the four
+    behaviours share them): the first run refuses a second one in this process, then SIGTERM
+    saves and exits 143; its latest checkpoint is damaged; the rerun names it in one line, keeps
+    it, resumes from the one before, and a first Ctrl-C saves and stops it (130)."""
+    import gin
+
+    from chartjax.tools import train as train_cli
     from tests.test_run_log import _tb_scalars_as_tensorboard_shows_them
 
     common = [
@@ -192,98 +223,34 @@ def test_sigterm_exits_143_and_a_damaged_checkpoint_is_skipped_and_kept(tmp_path
         "train.checkpoint_every=5",
         "train.global_batch_size=8",
         "train.final_eval=False",
-    ]
-    env = _env(1, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"))
-    run = tmp_path / "run"
-    err = open(tmp_path / "first.err", "w")
-    proc = subprocess.Popen(
-        _cmd(run, common + ["train.num_train_steps=100000"]),
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-    )
-    ckpts = run / "checkpoints"
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:
-        if len([d for d in (os.listdir(ckpts) if ckpts.exists() else []) if d.isdigit()]) >= 2:
-            proc.send_signal(signal.SIGTERM)
-            break
-        time.sleep(0.05)
-    proc.wait(timeout=120)
-    err.close()
-    first_err = (tmp_path / "first.err").read_text()
-    assert proc.returncode == 143, first_err[-3000:]
-    steps = sorted(int(d) for d in os.listdir(ckpts) if d.isdigit())
-    stopped = steps[-1]
-    assert f"stopped at step {stopped}: preempted (SIGTERM)" in first_err
-    assert _logged_steps(run) == list(range(1, stopped + 1))
-
-    _truncate_array_files(ckpts / str(stopped))
-    total = stopped + 3
-    rerun = subprocess.run(
-        _cmd(run, common + [f"train.num_train_steps={total}"], ["--allow_config_change"]),
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    damaged = [line for line in rerun.stderr.splitlines() if "damaged" in line]
-    kept = ckpts / f"{stopped}.damaged"
-    assert len(damaged) == 1, rerun.stderr[-3000:]
-    assert f"checkpoint {stopped} is damaged (" in damaged[0]
-    assert f"kept as {kept}; resuming from checkpoint {steps[-2]}" in damaged[0]
-    assert "Traceback" not in rerun.stderr and "Event loop is closed" not in rerun.stderr
-    assert glob.glob(str(kept / "state" / "**" / "d" / "*"), recursive=True)
-    assert f"resumed from step {steps[-2]}" in rerun.stderr
-    assert _logged_steps(run) == list(range(1, total + 1))
-    scalars, _ = _tb_scalars_as_tensorboard_shows_them(str(run))
-    assert [step for step, _ in scalars["train/loss"]] == list(range(1, total + 1))
-    assert sorted(int(d) for d in os.listdir(ckpts) if d.isdigit())[-1] == total
-
-
-def _wait_for_rows(proc, workdir, rows=1):
-    path = os.path.join(workdir, "train_metrics.jsonl")
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:
-        if os.path.exists(path) and len(_logged_steps(workdir)) >= rows:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the run ended before it logged a step")
-
-
-@pytest.mark.slow
-def test_a_second_run_is_refused_and_ctrl_c_saves_and_stops(tmp_path, capsys):
-    import gin
-
-    from chartjax.tools import train as train_cli
-
-    common = [
-        "train.log_every=1",
-        "train.checkpoint_every=1000",
-        "train.global_batch_size=8",
-        "train.final_eval=False",
         "train.num_train_steps=100000",
     ]
-    run = tmp_path / "run"
-    err = open(tmp_path / "first.err", "w")
-    first = subprocess.Popen(
-        _cmd(run, common),
-        env=_env(1),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-        # As a terminal starts it: a test runner in the background may have SIGINT ignored.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        _wait_for_rows(first, run)
-        lock = run / "train.lock"
+    run, ckpts = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    lock = run / "train.lock"
+
+    @contextlib.contextmanager
+    def running(name):
+        with open(tmp_path / f"{name}.err", "w") as err:
+            proc = subprocess.Popen(
+                _cmd(run, common),
+                env=_env(1),
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                # As a terminal starts it: a test runner in the background may ignore SIGINT.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+            try:
+                yield proc
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+
+    with running("first") as first:
+        _wait(first, lambda: _last_logged(run) > 0, "it logged a step")
         held = lock.read_text()
         since = json.loads(held)["since"]
-        # The second run, in this process: the same config, then another one.
+        # A second run, in this process: the same config, then another one.
         for extra in ([], ["RNConfig.g_dim=32"]):
             try:
                 status = train_cli.main(_cmd(run, common + extra)[3:])
@@ -297,22 +264,45 @@ def test_a_second_run_is_refused_and_ctrl_c_saves_and_stops(tmp_path, capsys):
             )
         assert lock.read_text() == held
 
-        first.send_signal(signal.SIGINT)
+        _wait(first, lambda: len(_checkpoints(ckpts)) >= 2, "its second checkpoint")
+        first.send_signal(signal.SIGTERM)
         first.wait(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
-        err.close()
     first_err = (tmp_path / "first.err").read_text()
-    assert first.returncode == 130, first_err[-3000:]
-    said = [line for line in first_err.splitlines() if "Ctrl-C" in line]
-    stopped = int(os.listdir(run / "checkpoints")[0])  # the only one: saved on Ctrl-C
+    assert first.returncode == 143, first_err[-3000:]
+    steps = _checkpoints(ckpts)
+    stopped = steps[-1]
+    assert f"stopped at step {stopped}: preempted (SIGTERM)" in first_err
+    assert _logged_steps(run) == list(range(1, stopped + 1))
+    assert not lock.exists()
+
+    _truncate_array_files(ckpts / str(stopped))
+    with running("rerun") as rerun:
+        # Past the damaged step: the rows the first run logged after steps[-2] are gone by then.
+        _wait(rerun, lambda: _last_logged(run) > stopped, f"it passed step {stopped}")
+        rerun.send_signal(signal.SIGINT)
+        rerun.wait(timeout=120)
+    rerun_err = (tmp_path / "rerun.err").read_text()
+    assert rerun.returncode == 130, rerun_err[-3000:]
+    damaged = [line for line in rerun_err.splitlines() if "damaged" in line]
+    kept = ckpts / f"{stopped}.damaged"
+    assert len(damaged) == 1, rerun_err[-3000:]
+    assert f"checkpoint {stopped} is damaged (" in damaged[0]
+    assert f"kept as {kept}; resuming from checkpoint {steps[-2]}" in damaged[0]
+    assert glob.glob(str(kept / "state" / "**" / "d" / "*"), recursive=True)
+    assert f"resumed from step {steps[-2]}" in rerun_err
+    said = [line for line in rerun_err.splitlines() if "Ctrl-C" in line]
     assert said[0].endswith(
         "WARNING Ctrl-C: saving a checkpoint after this step, then stopping (press Ctrl-C "
         "again to abort without saving)"
     )
-    assert len(said) == 2, first_err[-3000:]
-    assert said[1].endswith(f"INFO stopped at step {stopped}: interrupted (Ctrl-C)")
-    assert "Traceback" not in first_err
-    assert _logged_steps(run) == list(range(1, stopped + 1))  # each step once
+    assert len(said) == 2, rerun_err[-3000:]
+    end = int(said[1].rpartition("stopped at step ")[2].partition(":")[0])
+    assert said[1].endswith(f"INFO stopped at step {end}: interrupted (Ctrl-C)")
+    assert _checkpoints(ckpts)[-1] == end  # saved on Ctrl-C
+    for text in (first_err, rerun_err):
+        assert "Traceback" not in text and "Event loop is closed" not in text
+    assert "stale" not in rerun_err  # the first run let go of its lock
+    assert _logged_steps(run) == list(range(1, end + 1))  # each step once, across both runs
+    scalars, _ = _tb_scalars_as_tensorboard_shows_them(str(run))
+    assert [step for step, _ in scalars["train/loss"]] == list(range(1, end + 1))
     assert not lock.exists()
