@@ -158,48 +158,47 @@ def _size_problem(message: str, vocab_size: int, character_coverage: float) -> s
 def write_image_processor(paths: Iterable[str], folder: str, image_size: int) -> str:
     """`folder/preprocessor_config.json`: SiglipImageProcessor's fields at `image_size`, its
     image_mean / image_std the per-channel mean and standard deviation of `paths`' pixels in
-    [0, 1], each image converted and resized as the PaliGemma processor does."""
+    [0, 1], each image decoded and resized as the PaliGemma processor does."""
+    import dataclasses
+
     import numpy as np
 
+    from chartjax.data import images
     from chartjax.data import paligemma_inputs as pi
 
     settings = pi.ImageSettings(size=(image_size, image_size), do_normalize=False)
     total, squares, n = np.zeros(3), np.zeros(3), 0
     for path in paths:
         try:
-            x = pi.pixels(_open_image(path), settings).astype(np.float64).reshape(-1, 3)
-        except (OSError, ValueError) as e:
+            with open(path, "rb") as f:
+                rgb = images.decode_image_bytes(f.read())
+        except OSError as e:
             raise ValueError(f"{path}: not an image ({e})") from None
+        x = pi.pixels(rgb, settings).astype(np.float64).reshape(-1, 3)
         total, squares, n = total + x.sum(0), squares + (x * x).sum(0), n + len(x)
     if not n:
         raise ValueError("--images matched no file")
     mean = total / n
-    std = np.sqrt(np.maximum(squares / n - mean * mean, 0.0))
+    std = np.maximum(np.sqrt(np.maximum(squares / n - mean * mean, 0.0)), 1e-6)
+    # The fields pi.image_settings reads back, as HF's SiglipImageProcessor writes them.
+    fields = dataclasses.asdict(
+        dataclasses.replace(
+            settings,
+            do_normalize=True,
+            image_mean=tuple(round(float(v), 6) for v in mean),
+            image_std=tuple(round(float(v), 6) for v in std),
+        )
+    )
+    fields["size"] = {"height": image_size, "width": image_size}
     config = {
         "image_processor_type": "SiglipImageProcessor",
         "processor_class": "PaliGemmaProcessor",
-        "do_convert_rgb": True,
-        "do_resize": True,
-        "size": {"height": image_size, "width": image_size},
-        "resample": settings.resample,
-        "do_rescale": True,
-        "rescale_factor": settings.rescale_factor,
-        "do_normalize": True,
-        "image_mean": [round(float(v), 6) for v in mean],
-        "image_std": [round(float(v), 6) for v in np.maximum(std, 1e-6)],
+        **{k: v for k, v in fields.items() if v is not None},
     }
     out = os.path.join(folder, "preprocessor_config.json")
     with open(out, "w") as f:
         json.dump(config, f, indent=2)
     return out
-
-
-def _open_image(path: str):
-    from PIL import Image
-
-    with Image.open(path) as image:
-        image.load()
-        return image
 
 
 def main(argv=None) -> None:
@@ -257,7 +256,7 @@ def main(argv=None) -> None:
             p.error(f"input file not found: {path}")
     if a.images and not a.gemma:
         p.error("--images writes a PaliGemma image processor file: it needs --gemma")
-    patterns = [os.path.expanduser(p) for p in a.images]
+    patterns = [os.path.expanduser(pattern) for pattern in a.images]
     images = sorted(f for pattern in patterns for f in (glob.glob(pattern) or [pattern]))
     try:
         model = train(

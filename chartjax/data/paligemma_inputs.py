@@ -169,8 +169,9 @@ class SentencePieceTokenizer:
                 # SentencePiece drops a run's leading space where the model adds a dummy
                 # prefix; only the text's own start has one ("18-24 | 61.3" came back
                 # "18-24 |61.3" after the byte piece "|", which no table parser splits).
-                if out and self._sp.id_to_piece(pieces[0]).startswith("\u2581"):
-                    text = " " * (not text.startswith(" ")) + text
+                lost = self._sp.id_to_piece(pieces[0]).startswith("\u2581")
+                if out and lost and not text.startswith(" "):
+                    text = " " + text
                 out.append(text)
                 pieces.clear()
 

@@ -211,6 +211,11 @@ PG_QA = ("tasks/paligemma_chartqa_lattice_toy.gin",)
 # Each stage 1,700 steps: 2,000 + 2,000 took 65.1 CPU minutes with the corpus (0.87 CPU s a
 # step on 2 cores), over item 7's 60.
 PG_STEPS = 1700
+PG_STAGE = (  # each stage's length, schedule and one checkpoint at its end
+    f"train.num_train_steps = {PG_STEPS}",
+    f"schedule.total_steps = {PG_STEPS}",
+    f"train.checkpoint_every = {PG_STEPS}",
+)
 PALIGEMMA_TABLE = (  # stage 1 of paligemma_learning: the same model, chart -> table
     "train.task = 'deplot'",
     "evaluate.task = 'deplot'",
@@ -219,10 +224,8 @@ PALIGEMMA_TABLE = (  # stage 1 of paligemma_learning: the same model, chart -> t
     "Features.max_input_len = 8",
     "Features.max_target_len = 64",
     "Decoding.max_decode_len = 64",
-    f"train.num_train_steps = {PG_STEPS}",
-    f"schedule.total_steps = {PG_STEPS}",
+    *PG_STAGE,
     "train.eval_every = 0",
-    f"train.checkpoint_every = {PG_STEPS}",
     "train.best_metric = None",
 )
 PG_SMALL_FLAGS = "--hidden 384 --layers 4 --heads 6 --mlp 1536 --vocab 16384"  # step.py's
@@ -464,9 +467,7 @@ BENCHES = {
                     (
                         "train.init_format = 'chartjax'",
                         f"train.init_path = '{{runs}}/table/checkpoints/{PG_STEPS}'",
-                        f"train.num_train_steps = {PG_STEPS}",
-                        f"schedule.total_steps = {PG_STEPS}",
-                        f"train.checkpoint_every = {PG_STEPS}",
+                        *PG_STAGE,
                     ),
                     evals=(("test", ()),),
                 ),
